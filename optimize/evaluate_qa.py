@@ -1,0 +1,44 @@
+"""Score any QA forward function on SQuAD examples through the serving pre/post-processing."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from models.qa import QAConfig, postprocess, preprocess
+from optimize import squad
+
+Forward = Callable[[dict[str, np.ndarray]], tuple[np.ndarray, np.ndarray]]
+
+
+def torch_forward(model) -> Forward:
+    def forward(inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        with torch.inference_mode():
+            out = model(**{k: torch.from_numpy(v) for k, v in inputs.items()})
+        return out.start_logits.float().numpy(), out.end_logits.float().numpy()
+    return forward
+
+
+def evaluate(forward: Forward, tokenizer, data: list[squad.Example], config: QAConfig,
+             threshold: float | None = None) -> dict:
+    """Predict every example; tune the null threshold on `data` unless one is given."""
+    spans, margins = {}, {}
+    for example in data:
+        windows = preprocess(tokenizer, example.question, example.context, config)
+        start_logits, end_logits = forward(windows.inputs)
+        answer = postprocess(windows, start_logits, end_logits, example.context, config)
+        spans[example.id], margins[example.id] = answer.span, answer.score
+    if threshold is None:
+        threshold = squad.best_threshold(data, spans, margins)
+    predictions = {qid: spans[qid] if margins[qid] > threshold else "" for qid in spans}
+    return {
+        "threshold": float(threshold),
+        "metrics": squad.evaluate(data, predictions),
+        "forced_metrics": squad.evaluate(data, spans),
+        "predictions": predictions,
+    }
+
+
+def evaluate_model(model, tokenizer, data, config: QAConfig, threshold: float | None = None) -> dict:
+    return evaluate(torch_forward(model), tokenizer, data, config, threshold)

@@ -1,0 +1,51 @@
+"""Tiny randomly initialised models with real tokenizers, built in seconds for the fast tests."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from models.catalog import Preset, Source, Variant, _optimized
+from models.qa import QAConfig
+from models.sources import minilm_path
+
+CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} {% endfor %}"
+                 "{% if add_generation_prompt %}<|assistant|> {% endif %}")
+
+
+def tiny_qa(directory: Path, seed: int = 0) -> Path:
+    from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering
+
+    torch.manual_seed(seed)
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=512)
+    BertForQuestionAnswering(config).eval().save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    (directory / "qa_config.json").write_text(json.dumps({**QAConfig().__dict__, "null_threshold": -1e9}))
+    return directory
+
+
+def tiny_llama(directory: Path, seed: int = 0) -> Path:
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.eos_token = tokenizer.sep_token
+    config = LlamaConfig(vocab_size=tokenizer.vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         eos_token_id=tokenizer.sep_token_id, bos_token_id=tokenizer.cls_token_id,
+                         tie_word_embeddings=True)
+    LlamaForCausalLM(config).eval().save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def tiny_preset(task: str, baseline: Path, name: str | None = None) -> Preset:
+    name = name or f"tiny-{task}"
+    return Preset(name=name, task=task, title=f"tiny {task}", variants=(
+        Variant("baseline", "torch", Source("local", str(baseline))),
+        _optimized(name, task),
+    ))
