@@ -18,6 +18,17 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--learning-rate", type=float, default=1e-4)
     train.add_argument("--seed", type=int, default=42)
 
+    build = stages.add_parser("build", help="build variants: ONNX export, graph optimization, INT8/FP16")
+    build.add_argument("--task", choices=("qa", "generation"), required=True)
+    build.add_argument("--preset", help="catalog preset (default: the task's offline default)")
+    build.add_argument("--variant", default="optimized", help="variant to build (default optimized)")
+    build.add_argument("--force", action="store_true", help="rebuild even when the manifest is up to date")
+    build.add_argument("--no-eval", action="store_true", help="skip the accuracy measurement")
+
+    report = stages.add_parser("report", help="measure every ready variant side by side; write reports/")
+    report.add_argument("--task", choices=("qa", "generation"), action="append")
+    report.add_argument("--rounds", type=int, help="timed rounds per variant")
+
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stdout)
 
@@ -27,6 +38,30 @@ def main(argv: list[str] | None = None) -> int:
         if args.data:
             config.data = args.data
         train(config)
+    elif args.stage == "build":
+        from models.catalog import default_preset, preset
+        from models.errors import InputError, VariantUnavailable
+        from optimize.build import build_onnx
+        from models.sources import resolve
+
+        try:
+            chosen = preset(args.preset) if args.preset else default_preset(args.task)
+            variant = chosen.variant(args.variant)
+            if variant.runtime == "onnxruntime":
+                build_onnx(chosen, args.variant, force=args.force, evaluate=not args.no_eval)
+            else:
+                print(resolve(chosen, variant))
+        except (InputError, VariantUnavailable) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+    elif args.stage == "report":
+        from dataclasses import replace
+
+        from optimize.report import ReportConfig, run
+        config = ReportConfig()
+        if args.rounds:
+            config = replace(config, qa_rounds=args.rounds, generation_rounds=args.rounds)
+        run(config, tuple(args.task or ("qa", "generation")))
     return 0
 
 

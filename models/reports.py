@@ -1,0 +1,130 @@
+"""The one report type: the build's measured table per task. `python -m optimize report` writes
+it (JSON, CSV, Markdown, PNG); the app's Benchmarks tab and the model cards read it."""
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from models.catalog import REPO_ROOT
+
+REPORTS_DIR = REPO_ROOT / "reports"
+
+
+@dataclass
+class Row:
+    variant: str
+    runtime: str
+    parameters: int
+    size_mb: float
+    accuracy: dict
+    latency_p50_ms: float
+    latency_p95_ms: float
+    speedup_p50: float
+    tokens_per_s: float | None = None
+    ttft_ms: float | None = None
+
+
+@dataclass
+class Report:
+    task: str
+    preset: str
+    workload: str
+    machine: dict
+    rows: list[Row] = field(default_factory=list)
+    created: str = ""
+
+    def accuracy_text(self, row: Row) -> str:
+        a = row.accuracy
+        if "overall_f1" in a:
+            return f"F1 {a['overall_f1']:.1f} / EM {a.get('overall_exact', 0):.1f}"
+        if "agreement_pct" in a:
+            return f"agree {a['agreement_pct']:.1f}%" + (f", ppl {a['perplexity']:.2f}" if "perplexity" in a else "")
+        return "—"
+
+    def table(self) -> list[dict]:
+        out = []
+        for row in self.rows:
+            line = {
+                "variant": row.variant, "runtime": row.runtime, "params (M)": round(row.parameters / 1e6, 1),
+                "size (MB)": round(row.size_mb, 1), "accuracy": self.accuracy_text(row),
+                "p50 (ms)": round(row.latency_p50_ms, 1), "p95 (ms)": round(row.latency_p95_ms, 1),
+                "speedup": f"{row.speedup_p50:.2f}x",
+            }
+            if self.task == "generation":
+                line["tokens/s"] = round(row.tokens_per_s or 0, 1)
+                line["TTFT (ms)"] = round(row.ttft_ms or 0, 1)
+            out.append(line)
+        return out
+
+    def markdown(self) -> str:
+        table = self.table()
+        if not table:
+            return f"No variants measured for {self.task}."
+        header = list(table[0])
+        lines = [f"**{self.task}** — {self.preset}; {self.workload}; {self.machine.get('cpu', '?')}, "
+                 f"{self.machine.get('threads', '?')} threads; {self.created}", "",
+                 "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(str(r[h]) for h in header) + " |" for r in table]
+        return "\n".join(lines) + "\n"
+
+    def save(self, directory: Path = REPORTS_DIR) -> Path:
+        directory.mkdir(parents=True, exist_ok=True)
+        stem = directory / self.task
+        stem.with_suffix(".json").write_text(json.dumps(asdict(self), indent=2) + "\n")
+        stem.with_suffix(".md").write_text(self.markdown())
+        table = self.table()
+        if table:
+            with open(stem.with_suffix(".csv"), "w", newline="") as handle:
+                writer = csv.DictWriter(handle, fieldnames=list(table[0]))
+                writer.writeheader()
+                writer.writerows(table)
+            self.plot(stem.with_suffix(".png"))
+        return stem.with_suffix(".json")
+
+    def plot(self, path: Path) -> None:
+        """Accuracy vs latency: up and to the left is better."""
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        figure, axis = plt.subplots(figsize=(6, 4), dpi=110)
+        for row in self.rows:
+            accuracy = row.accuracy.get("overall_f1", row.accuracy.get("agreement_pct"))
+            if accuracy is None:
+                continue
+            axis.scatter(row.latency_p50_ms, accuracy, s=60)
+            axis.annotate(f"{row.variant} ({row.speedup_p50:.1f}x)", (row.latency_p50_ms, accuracy),
+                          textcoords="offset points", xytext=(6, 4), fontsize=8)
+        axis.set_xlabel("latency p50 (ms)" + (", 64 new tokens" if self.task == "generation" else ""))
+        axis.set_ylabel("held-out F1" if self.task == "qa" else "next-token agreement with baseline (%)")
+        axis.set_title(f"{self.preset}: accuracy vs latency")
+        axis.grid(alpha=0.3)
+        figure.tight_layout()
+        figure.savefig(path)
+        plt.close(figure)
+
+    @classmethod
+    def load(cls, path: Path) -> Report:
+        data = json.loads(Path(path).read_text())
+        data["rows"] = [Row(**row) for row in data["rows"]]
+        return cls(**data)
+
+
+def load_report_table(task: str, directory: Path = REPORTS_DIR):
+    import pandas as pd
+
+    path = directory / f"{task}.json"
+    if not path.exists():
+        return pd.DataFrame(), f"No {task} report yet: run `python -m optimize report`."
+    report = Report.load(path)
+    caption = (f"### {'Question answering' if task == 'qa' else 'Text generation'} — {report.preset}\n"
+               f"{report.workload}; {report.machine.get('cpu', '?')}, {report.machine.get('threads', '?')} threads; "
+               f"measured {report.created}")
+    return pd.DataFrame(report.table()), caption
+
+
+def report_chart(task: str, directory: Path = REPORTS_DIR) -> str | None:
+    path = directory / f"{task}.png"
+    return str(path) if path.exists() else None

@@ -1,0 +1,213 @@
+"""The live side-by-side: which variants are ready, loading them once (warmed up), answering
+with each, and building missing artifacts of the default presets in the background."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from models import generation, qa
+from models.catalog import REPO_ROOT, VARIANTS, Preset, Task, default_preset, preset
+from models.errors import InputError, VariantUnavailable
+from models.runners import Runner, load_runner
+from models.sources import resolve
+
+log = logging.getLogger("showdown")
+WARMUP_CONTEXT = ("The first little pig was very lazy. He didn't want to work at all and he built his house out of "
+                  "straw. The second little pig worked a little bit harder but he was somewhat lazy too and he "
+                  "built his house out of sticks.")
+SEED_CONTEXT_LONG = WARMUP_CONTEXT + (" The third little pig worked very hard all day and built his house with "
+                                      "bricks. Then, they sang and danced and played together the rest of the day.")
+
+
+def _weights_bytes(path: Path) -> int:
+    suffixes = (".safetensors", ".onnx", ".onnx_data", ".bin")
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file() and p.suffix in suffixes)
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+@dataclass
+class Showdown:
+    presets: dict[str, Preset]  # task -> preset
+    _runners: dict[tuple[str, str], Runner] = field(default_factory=dict)
+    _building: dict[tuple[str, str], str] = field(default_factory=dict)
+    _failed: dict[tuple[str, str], str] = field(default_factory=dict)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+    _run_lock: threading.Lock = field(default_factory=threading.Lock)
+    _calls: int = 0
+
+    @classmethod
+    def from_environment(cls) -> Showdown:
+        """Default presets, or SHOWDOWN_QA_PRESET / SHOWDOWN_GENERATION_PRESET."""
+        return cls(presets={
+            "qa": preset(os.environ.get("SHOWDOWN_QA_PRESET", default_preset("qa").name)),
+            "generation": preset(os.environ.get("SHOWDOWN_GENERATION_PRESET", default_preset("generation").name)),
+        })
+
+    def preset(self, task: Task) -> Preset:
+        if task not in self.presets:
+            raise InputError(f"Unknown task '{task}'; choose qa or generation.")
+        return self.presets[task]
+
+    # --- status -------------------------------------------------------------------------------
+    def _locate(self, task: Task, variant: str) -> Path | None:
+        """The weights directory if present now, without downloading or building anything."""
+        spec = self.preset(task).variant(variant)
+        p = self.preset(task)
+        if spec.source.kind == "local":
+            path = REPO_ROOT / spec.source.location
+            return path if (path / "config.json").exists() else None
+        if spec.source.kind == "hub":
+            from huggingface_hub import snapshot_download
+            try:
+                return Path(snapshot_download(spec.source.location, revision=spec.source.revision, local_files_only=True))
+            except Exception:  # not in the local Hub cache
+                return None
+        path = p.built_dir(variant)
+        return path if (path / "manifest.json").exists() else None
+
+    def accuracy(self, task: Task, variant: str, path: Path | None) -> dict:
+        if path is None:
+            return {}
+        manifest = _read_json(path / "manifest.json")
+        if manifest.get("metrics"):
+            return manifest["metrics"]
+        training = _read_json(path / "training.json")
+        if training:
+            return {"split": "test articles " + ", ".join(training["articles"]["test"]), **training["test"]}
+        if task == "generation" and variant == "baseline":
+            optimized = self._locate(task, "optimized")
+            reference = _read_json(optimized / "manifest.json").get("metrics", {}) if optimized else {}
+            if "reference_perplexity" in reference:
+                return {"agreement_pct": 100.0, "perplexity": reference["reference_perplexity"], "note": "reference"}
+        return {}
+
+    def variant_status(self, task: Task, variant: str) -> dict:
+        spec = self.preset(task).variant(variant)
+        key = (task, variant)
+        with self._lock:
+            building, failed = self._building.get(key), self._failed.get(key)
+        path = None if building else self._locate(task, variant)
+        if building:
+            status, detail = "building", building
+        elif path is not None:
+            status, detail = "ready", f"{spec.runtime}; " + (" → ".join(spec.steps) if spec.steps else spec.source.kind)
+        elif failed:
+            status, detail = "unavailable", failed
+        else:
+            status, detail = "unavailable", spec.how_to_build or f"weights not found ({spec.source.kind} {spec.source.location})"
+        return {
+            "task": task, "variant": variant, "status": status, "detail": detail,
+            "path": str(path) if path else None, "size_bytes": _weights_bytes(path) if path else 0,
+            "accuracy": self.accuracy(task, variant, path),
+        }
+
+    def variants(self) -> list[dict]:
+        return [self.variant_status(task, v.name) for task in self.presets for v in self.preset(task).variants]
+
+    # --- running ------------------------------------------------------------------------------
+    def runner(self, task: Task, variant: str) -> Runner:
+        """Load once and warm up; later calls reuse the loaded runner."""
+        if variant not in VARIANTS:
+            raise InputError(f"Unknown variant '{variant}'; choose one of {', '.join(VARIANTS)}.")
+        key = (task, variant)
+        with self._lock:
+            if key in self._runners:
+                return self._runners[key]
+            if key in self._building:
+                raise VariantUnavailable(f"{variant} is still building: {self._building[key]}")
+            p = self.preset(task)
+            spec = p.variant(variant)
+            runner = load_runner(task, variant, spec.runtime, resolve(p, spec))
+            self._warm_up(runner)
+            self._runners[key] = runner
+            return runner
+
+    @staticmethod
+    def _warm_up(runner: Runner) -> None:
+        for _ in range(2):
+            if runner.task == "qa":
+                qa.answer(runner, "Who worked a little bit harder?", WARMUP_CONTEXT)
+            else:
+                generation.generate(runner, "Hello!", 4)
+
+    def run_order(self, variants: list[str]) -> list[str]:
+        """Rotate the order on every call so that no variant always runs first (or last)."""
+        with self._lock:
+            shift = self._calls % max(len(variants), 1)
+            self._calls += 1
+        return variants[shift:] + variants[:shift]
+
+    def answer(self, context: str, question: str, variant: str) -> dict:
+        qa.validate(question, context)
+        runner = self.runner("qa", variant)
+        with self._run_lock:  # one model at a time: timings are not shared with another request
+            return qa.answer(runner, question, context)
+
+    def stream(self, prompt: str, variant: str, max_new_tokens: int) -> Iterator[generation.Update]:
+        generation.validate(prompt, max_new_tokens)
+        runner = self.runner("generation", variant)
+        with self._run_lock:
+            yield from generation.stream(runner, prompt, max_new_tokens)
+
+    def generate(self, prompt: str, variant: str, max_new_tokens: int) -> dict:
+        *_, last = self.stream(prompt, variant, max_new_tokens)
+        return last.result
+
+    # --- building -----------------------------------------------------------------------------
+    def missing_builds(self) -> list[tuple[Task, str]]:
+        """Variants of the presets that this machine can build now (not pruning, not the Hub)."""
+        todo = []
+        for task, p in self.presets.items():
+            for spec in p.variants:
+                if spec.source.kind == "package" or (spec.source.kind == "built" and spec.name == "optimized"):
+                    if self._locate(task, spec.name) is None:
+                        todo.append((task, spec.name))
+        return todo
+
+    def build_missing(self, progress: Callable[[str], None] = log.info) -> None:
+        """Build what is missing, one after the other, reporting progress to the log and the UI."""
+        from optimize.build import build_onnx
+
+        todo = self.missing_builds()
+        with self._lock:
+            for key in todo:
+                self._building[key] = "queued"
+        for task, variant in todo:
+            key = (task, variant)
+
+            def report(message: str, key=key) -> None:
+                with self._lock:
+                    self._building[key] = message
+                progress(message)
+
+            try:
+                p = self.preset(task)
+                if variant == "optimized":
+                    baseline = p.variant("baseline")
+                    if baseline.source.kind == "package":
+                        report(f"{p.name}/baseline: converting {Path(baseline.source.location).name} (first start only)")
+                    build_onnx(p, variant, progress=report)
+                else:
+                    report(f"{p.name}/{variant}: converting {Path(p.variant(variant).source.location).name} (first start only)")
+                    resolve(p, p.variant(variant))
+            except Exception as error:  # keep serving: the variant is reported unavailable with the reason
+                log.exception("building %s/%s failed", task, variant)
+                with self._lock:
+                    self._failed[key] = f"build failed: {type(error).__name__}: {error}"
+            finally:
+                with self._lock:
+                    self._building.pop(key, None)
+            progress(f"{task}/{variant}: {self.variant_status(task, variant)['status']}")
+
+    def start_background_build(self) -> threading.Thread:
+        thread = threading.Thread(target=self.build_missing, name="build-missing", daemon=True)
+        thread.start()
+        return thread

@@ -1,0 +1,132 @@
+"""`python -m optimize report`: measure every ready variant side by side in one run.
+
+Protocol: load each variant once, warm it up, then time rounds in which every variant runs
+once, the order rotating each round so none is favoured; report p50/p95 and speedup vs baseline.
+QA: one question over a context of ~384 tokens, batch 1. Generation: a fixed prompt, greedy
+64 new tokens; tokens/s and time to first token.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from models import generation, qa
+from models.catalog import VARIANTS
+from models.errors import VariantUnavailable
+from models.reports import Report, Row
+from models.runners import cpu_threads
+from models.showdown import SEED_CONTEXT_LONG, Showdown
+from optimize.manifest import versions
+
+log = logging.getLogger("optimize.report")
+QA_QUESTION = "Who worked a little bit harder?"
+GENERATION_PROMPT = "Write a short story about a robot who learns to bake bread."
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    qa_tokens: int = 384
+    qa_rounds: int = 30
+    generation_rounds: int = 5
+    new_tokens: int = 64
+    warmup: int = 3
+
+
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "threads": cpu_threads(), "versions": versions()}
+
+
+def qa_context(tokenizer, tokens: int) -> str:
+    """The seed story repeated until question + context fill ~`tokens` tokens (one window)."""
+    words = SEED_CONTEXT_LONG.split()
+
+    def length(count: int) -> int:
+        context = " ".join(words[i % len(words)] for i in range(count))
+        return len(tokenizer(QA_QUESTION, context)["input_ids"])
+
+    count = 1
+    while length(count + 1) <= tokens:
+        count += 1
+    return " ".join(words[i % len(words)] for i in range(count))
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def parameters(runner) -> int:
+    if runner.runtime == "torch":
+        return sum(p.numel() for p in runner.model.parameters())
+    import onnx
+    model = onnx.load(str(runner.path / "model.onnx"), load_external_data=False)
+    return sum(int(np.prod(t.dims)) for t in model.graph.initializer)
+
+
+def measure_task(showdown: Showdown, task: str, config: ReportConfig) -> Report:
+    runners = {}
+    for variant in VARIANTS:
+        try:
+            runners[variant] = showdown.runner(task, variant)
+        except VariantUnavailable as error:
+            log.info("%s/%s skipped: %s", task, variant, error)
+    timings: dict[str, list[dict]] = {v: [] for v in runners}
+    if task == "qa":
+        tokenizer = next(iter(runners.values())).tokenizer
+        context = qa_context(tokenizer, config.qa_tokens)
+        call = lambda runner: qa.answer(runner, QA_QUESTION, context)  # noqa: E731
+        rounds, workload = config.qa_rounds, f"QA, {config.qa_tokens} tokens (1 window), batch 1"
+    else:
+        call = lambda runner: generation.generate(runner, GENERATION_PROMPT, config.new_tokens)  # noqa: E731
+        rounds, workload = config.generation_rounds, f"generation, greedy up to {config.new_tokens} new tokens"
+    order = list(runners)
+    for variant in order:
+        for _ in range(config.warmup):
+            call(runners[variant])
+    for round_index in range(rounds):
+        shift = round_index % len(order)
+        for variant in order[shift:] + order[:shift]:
+            timings[variant].append(call(runners[variant]))
+        log.info("%s round %d/%d", task, round_index + 1, rounds)
+
+    def p50(variant: str) -> float:
+        return percentile([t["latency_ms"]["total"] for t in timings[variant]], 50)
+
+    baseline = p50("baseline") if "baseline" in timings else None
+    report = Report(task=task, preset=showdown.preset(task).name, workload=workload, machine=machine(),
+                    created=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    for variant, runs in timings.items():
+        status = showdown.variant_status(task, variant)
+        totals = [t["latency_ms"]["total"] for t in runs]
+        row = Row(variant=variant, runtime=runners[variant].runtime, parameters=parameters(runners[variant]),
+                  size_mb=status["size_bytes"] / 1e6, accuracy=status["accuracy"],
+                  latency_p50_ms=percentile(totals, 50), latency_p95_ms=percentile(totals, 95),
+                  speedup_p50=(baseline / p50(variant)) if baseline else float("nan"))
+        if task == "generation":
+            row.tokens_per_s = percentile([t["tokens_per_s"] for t in runs], 50)
+            row.ttft_ms = percentile([t["ttft_ms"] for t in runs], 50)
+        report.rows.append(row)
+    return report
+
+
+def run(config: ReportConfig = ReportConfig(), tasks: tuple[str, ...] = ("qa", "generation")) -> list[Report]:
+    showdown = Showdown.from_environment()
+    reports = []
+    for task in tasks:
+        report = measure_task(showdown, task, config)
+        report.save()
+        print(report.markdown())
+        reports.append(report)
+    return reports

@@ -1,0 +1,67 @@
+"""Fixtures: tiny models built once per session, an isolated artifacts folder, a free port."""
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from models.catalog import REPO_ROOT
+from tests.tiny import tiny_llama, tiny_preset, tiny_qa
+
+SQUAD = REPO_ROOT.parent / "shared" / "data" / "squad-v2-dev" / "dev-v2.0.json"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_artifacts(tmp_path_factory) -> Path:
+    """Tests never touch the repo's artifacts/ unless a test asks for the real defaults."""
+    path = tmp_path_factory.mktemp("artifacts")
+    previous = os.environ.get("SHOWDOWN_ARTIFACTS")
+    os.environ["SHOWDOWN_ARTIFACTS"] = str(path)
+    yield path
+    if previous is None:
+        os.environ.pop("SHOWDOWN_ARTIFACTS", None)
+    else:
+        os.environ["SHOWDOWN_ARTIFACTS"] = previous
+
+
+@pytest.fixture(scope="session")
+def tiny_qa_dir(tmp_path_factory) -> Path:
+    return tiny_qa(tmp_path_factory.mktemp("tiny-qa"))
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory) -> Path:
+    return tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+def qa_preset(tiny_qa_dir):
+    return tiny_preset("qa", tiny_qa_dir)
+
+
+@pytest.fixture(scope="session")
+def generation_preset(tiny_llama_dir):
+    return tiny_preset("generation", tiny_llama_dir)
+
+
+@pytest.fixture(scope="session")
+def built_presets(qa_preset, generation_preset):
+    """Both tiny presets with their optimized variants built (export, graph-opt, INT8)."""
+    from optimize.build import build_onnx
+
+    for preset in (qa_preset, generation_preset):
+        build_onnx(preset, "optimized", evaluate=False)
+    return {"qa": qa_preset, "generation": generation_preset}
+
+
+@pytest.fixture()
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def requires_squad():
+    return pytest.mark.skipif(not SQUAD.exists(), reason=f"SQuAD data not found at {SQUAD} (../shared is absent)")

@@ -1,0 +1,59 @@
+"""The real Gradio server, driven through gradio_client, on tiny built presets."""
+import pytest
+from gradio_client import Client
+
+from app import build_ui
+from models.showdown import Showdown
+
+SEED = ("The first little pig was very lazy. The second little pig worked a little bit harder but he was "
+        "somewhat lazy too and he built his house out of sticks.")
+
+
+@pytest.fixture(scope="module")
+def client(built_presets):
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    demo = build_ui(Showdown(presets=dict(built_presets)))
+    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    # download_files=False: gradio_client otherwise takes any dict with a "path" key for a file to download
+    yield Client(f"http://127.0.0.1:{port}/", verbose=False, download_files=False)
+    demo.close()
+
+
+def test_variants_endpoint_lists_status_path_size_and_accuracy(client):
+    variants = client.predict(api_name="/variants")
+    by_key = {(v["task"], v["variant"]): v for v in variants}
+    for task in ("qa", "generation"):
+        for variant in ("baseline", "optimized"):
+            entry = by_key[(task, variant)]
+            assert entry["status"] == "ready" and entry["path"] and entry["size_bytes"] > 0
+            assert set(entry) == {"task", "variant", "status", "detail", "path", "size_bytes", "accuracy"}
+
+
+@pytest.mark.parametrize("variant", ["baseline", "optimized"])
+def test_qa_endpoint_answers_with_timings(client, variant):
+    result = client.predict(SEED, "Who worked harder?", variant, api_name="/qa")
+    assert isinstance(result["answer"], str)
+    assert set(result["latency_ms"]) == {"tokenize", "model", "post", "total"}
+    assert result["latency_ms"]["total"] >= result["latency_ms"]["model"] > 0
+    if result["answer"]:
+        assert SEED[result["start"]:result["end"]] == result["answer"]
+
+
+@pytest.mark.parametrize("variant", ["baseline", "optimized"])
+def test_generate_endpoint_streams_tokens_and_reports_speed(client, variant):
+    result = client.predict("Say hello", variant, 5, api_name="/generate")
+    assert result["new_tokens"] == 5 and result["tokens_per_s"] > 0 and result["ttft_ms"] > 0
+    assert isinstance(result["text"], str)
+
+
+def test_bad_input_gives_a_message_and_the_server_keeps_serving(client):
+    with pytest.raises(Exception, match="Please enter a question"):
+        client.predict(SEED, "   ", "baseline", api_name="/qa")
+    with pytest.raises(Exception, match="Unknown variant"):
+        client.predict(SEED, "Who?", "turbo", api_name="/qa")
+    with pytest.raises(Exception, match="max_new_tokens must be between"):
+        client.predict("Hi", "baseline", 100000, api_name="/generate")
+    assert client.predict(SEED, "Who worked harder?", "baseline", api_name="/qa")["latency_ms"]["total"] > 0

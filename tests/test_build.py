@@ -1,0 +1,58 @@
+"""The optimize build on tiny models: export → graph optimization → INT8, manifest, resume."""
+import json
+
+import numpy as np
+import onnx
+
+from models import generation, qa
+from models.runners import load_runner
+from optimize.build import build_onnx
+from optimize.manifest import read_manifest, sha256
+
+
+def test_optimized_qa_is_quantized_onnx_with_a_complete_manifest(built_presets):
+    preset = built_presets["qa"]
+    target = preset.built_dir("optimized")
+    manifest = read_manifest(target)
+    assert [s.split(" ")[0] for s in manifest["steps"]] == ["export-onnx", "graph-optimize", "quantize-dynamic-int8"]
+    assert manifest["versions"]["onnxruntime"] and manifest["versions"]["optimum"]
+    assert manifest["files"]["model.onnx"]["sha256"] == sha256(target / "model.onnx")
+    ops = {node.op_type for node in onnx.load(target / "model.onnx").graph.node}
+    assert "MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops or "QAttention" in ops
+    assert "Attention" in ops or "QAttention" in ops  # fused by the graph optimizer
+
+
+def test_onnx_runner_agrees_with_torch_runner_on_qa(built_presets, tiny_qa_dir):
+    preset = built_presets["qa"]
+    baseline = load_runner("qa", "baseline", "torch", tiny_qa_dir)
+    optimized = load_runner("qa", "optimized", "onnxruntime", preset.built_dir("optimized"))
+    context = "The first little pig was very lazy. The second little pig worked a little bit harder."
+    windows = qa.preprocess(baseline.tokenizer, "Who worked harder?", context, baseline.qa_config)
+    torch_start, torch_end = baseline.qa_logits(windows.inputs)
+    ort_start, ort_end = optimized.qa_logits(windows.inputs)
+    assert ort_start.shape == torch_start.shape
+    assert np.corrcoef(torch_start.ravel(), ort_start.ravel())[0, 1] > 0.95  # INT8 keeps the ranking
+    assert qa.answer(optimized, "Who worked harder?", context)["latency_ms"]["total"] > 0
+
+
+def test_onnx_generation_runs_the_decoder_with_past_key_values(built_presets, tiny_llama_dir):
+    preset = built_presets["generation"]
+    target = preset.built_dir("optimized")
+    names = {i.name for i in onnx.load(target / "model.onnx", load_external_data=False).graph.input}
+    assert any(name.startswith("past_key_values") for name in names)
+    optimized = load_runner("generation", "optimized", "onnxruntime", target)
+    result = generation.generate(optimized, "Hello there", 6)
+    assert result["new_tokens"] == 6 and result["ttft_ms"] > 0 and result["tokens_per_s"] > 0
+
+
+def test_up_to_date_build_is_skipped_and_force_rebuilds(built_presets):
+    preset = built_presets["qa"]
+    messages = []
+    build_onnx(preset, "optimized", evaluate=False, progress=messages.append)
+    assert messages == [f"{preset.name}/optimized: up to date, skipped"]
+    before = read_manifest(preset.built_dir("optimized"))["created"]
+    messages.clear()
+    build_onnx(preset, "optimized", evaluate=False, force=True, progress=messages.append)
+    assert any("exporting" in m for m in messages)
+    assert json.loads((preset.built_dir("optimized") / "manifest.json").read_text())["created"] >= before
+    assert not preset.built_dir("optimized").with_name("optimized.partial").exists()

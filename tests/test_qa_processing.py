@@ -1,0 +1,58 @@
+import numpy as np
+import pytest
+from transformers import AutoTokenizer
+
+from models.errors import InputError
+from models.qa import QAConfig, postprocess, preprocess
+from models.sources import minilm_path
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return AutoTokenizer.from_pretrained(minilm_path())
+
+
+def test_long_context_is_split_into_overlapping_windows_not_truncated(tokenizer):
+    context = " ".join(f"word{i}" for i in range(1500))
+    windows = preprocess(tokenizer, "Which word comes last?", context, QAConfig())
+    assert len(windows.offsets) > 1
+    covered = max(span[1] for offsets in windows.offsets for span in offsets if span)
+    assert covered == len(context)  # the last character is inside some window
+
+
+def _logits_for(windows, char_start, char_end, span_score=10.0, null_score=0.0):
+    shape = windows.inputs["input_ids"].shape
+    start, end = np.full(shape, -10.0, dtype=np.float32), np.full(shape, -10.0, dtype=np.float32)
+    start[:, 0] = end[:, 0] = null_score / 2
+    for w, offsets in enumerate(windows.offsets):
+        for t, span in enumerate(offsets):
+            if span and span[0] == char_start:
+                start[w, t] = span_score / 2
+            if span and span[1] == char_end:
+                end[w, t] = span_score / 2
+    return start, end
+
+
+def test_postprocess_returns_the_span_and_its_character_offsets(tokenizer):
+    context = "The first pig was lazy. The second little pig worked harder."
+    windows = preprocess(tokenizer, "Who worked harder?", context, QAConfig())
+    s = context.index("The second little pig")
+    start, end = _logits_for(windows, s, s + len("The second little pig"))
+    answer = postprocess(windows, start, end, context, QAConfig())
+    assert answer.answer == "The second little pig" and context[answer.start:answer.end] == answer.answer
+
+
+def test_null_score_above_threshold_means_no_answer(tokenizer):
+    context = "The first pig was lazy."
+    windows = preprocess(tokenizer, "Who is the wolf?", context, QAConfig())
+    start, end = _logits_for(windows, 0, 3, span_score=1.0, null_score=4.0)
+    answer = postprocess(windows, start, end, context, QAConfig(null_threshold=0.0))
+    assert answer.answer == "" and answer.start == -1 and answer.span == "The"
+    answer = postprocess(windows, start, end, context, QAConfig(null_threshold=-5.0))
+    assert answer.answer == "The"
+
+
+@pytest.mark.parametrize("question, context", [("", "ctx"), ("q", "   "), ("q" * 2000, "ctx")])
+def test_bad_input_is_a_typed_error_with_a_message(tokenizer, question, context):
+    with pytest.raises(InputError, match="."):
+        preprocess(tokenizer, question, context, QAConfig())

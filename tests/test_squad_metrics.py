@@ -1,0 +1,35 @@
+from optimize import squad
+
+
+def example(answers=("Paris",), qid="q"):
+    return squad.Example(id=qid, article="a", context="c", question="q", answers=tuple(answers),
+                         answer_starts=tuple(0 for _ in answers))
+
+
+def test_f1_and_exact_follow_the_official_normalisation():
+    assert squad.exact("The Eiffel Tower", "eiffel tower!") == 1.0
+    assert squad.f1("the second little pig", "second pig") == 2 * (1.0 * (2 / 3)) / (1.0 + 2 / 3)
+    assert squad.f1("", "") == 1.0 and squad.f1("", "something") == 0.0
+
+
+def test_evaluate_splits_has_answer_and_no_answer():
+    data = [example(qid="a"), example(answers=(), qid="b")]
+    metrics = squad.evaluate(data, {"a": "Paris", "b": ""})
+    assert metrics["overall_f1"] == 100.0 and metrics["HasAns_total"] == 1 and metrics["NoAns_total"] == 1
+    metrics = squad.evaluate(data, {"a": "", "b": "Paris"})
+    assert metrics["overall_f1"] == 0.0
+
+
+def test_best_threshold_answers_only_where_it_pays():
+    data = [example(qid="a"), example(answers=(), qid="b"), example(answers=(), qid="c")]
+    spans = {"a": "Paris", "b": "Lyon", "c": "Nice"}
+    margins = {"a": 5.0, "b": 1.0, "c": -2.0}
+    threshold = squad.best_threshold(data, spans, margins)
+    assert 1.0 <= threshold < 5.0
+    predictions = {q: spans[q] if margins[q] > threshold else "" for q in spans}
+    assert squad.evaluate(data, predictions)["overall_f1"] == 100.0
+
+
+def test_split_is_by_article_and_disjoint():
+    split = squad.ArticleSplit()
+    assert not set(split.train) & set(split.test) and not set(split.validation) & set(split.test)
