@@ -1,0 +1,85 @@
+"""A local HTTP server that plays the Hub endpoints huggingface_hub uses to download a snapshot
+(model info at a revision, HEAD + GET on resolve URLs), so the real Hub loading code runs
+against files on this machine. Point HF_ENDPOINT at it."""
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+
+class FakeHub:
+    def __init__(self) -> None:
+        self.repos: dict[str, dict[str, bytes]] = {}  # repo id -> file name -> content
+        self.requests: list[str] = []
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_HEAD(self) -> None:
+                self._serve(body=False)
+
+            def do_GET(self) -> None:
+                self._serve(body=True)
+
+            def _serve(self, body: bool) -> None:
+                path = unquote(urlparse(self.path).path)
+                hub.requests.append(f"{self.command} {path}")
+                if path.startswith("/api/models/"):
+                    repo, _, revision = path[len("/api/models/"):].partition("/revision/")
+                    return self._info(repo.strip("/"), revision or "main", body)
+                if "/resolve/" in path:
+                    repo, _, rest = path.strip("/").partition("/resolve/")
+                    _, _, filename = rest.partition("/")
+                    return self._file(repo, filename, body)
+                self._send(404, b'{"error": "not found"}', {"X-Error-Code": "EntryNotFound"}, body)
+
+            def _info(self, repo: str, revision: str, body: bool) -> None:
+                if repo not in hub.repos:
+                    return self._send(404, b'{"error": "Repository not found"}', {"X-Error-Code": "RepoNotFound"}, body)
+                info = {"id": repo, "modelId": repo, "sha": hub.commit(repo), "private": False,
+                        "siblings": [{"rfilename": name} for name in sorted(hub.repos[repo])]}
+                self._send(200, json.dumps(info).encode(), {"Content-Type": "application/json"}, body)
+
+            def _file(self, repo: str, filename: str, body: bool) -> None:
+                content = hub.repos.get(repo, {}).get(filename)
+                if content is None:
+                    return self._send(404, b"", {"X-Error-Code": "EntryNotFound"}, body)
+                etag = hashlib.sha256(content).hexdigest()
+                self._send(200, content, {"ETag": f'"{etag}"', "X-Repo-Commit": hub.commit(repo),
+                                          "Content-Type": "application/octet-stream"}, body)
+
+            def _send(self, status: int, content: bytes, headers: dict, body: bool) -> None:
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(content)))
+                self.end_headers()
+                if body:
+                    self.wfile.write(content)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def commit(self, repo: str) -> str:
+        digest = hashlib.sha1()
+        for name, content in sorted(self.repos[repo].items()):
+            digest.update(name.encode() + content)
+        return digest.hexdigest()
+
+    def add_folder(self, repo: str, folder: Path) -> None:
+        self.repos[repo] = {str(p.relative_to(folder)): p.read_bytes() for p in Path(folder).rglob("*") if p.is_file()}
+
+    def __enter__(self) -> FakeHub:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()

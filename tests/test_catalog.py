@@ -1,0 +1,71 @@
+"""Catalog entries and the loading code for every kind of source, Hub included (against a local
+server that plays the Hub's download protocol: the real Hub cannot be reached here)."""
+import subprocess
+import sys
+
+import pytest
+
+from models import qa
+from models.catalog import PRESETS, VARIANTS, Preset, Source, Variant, default_preset, preset
+from models.errors import InputError, VariantUnavailable
+from models.runners import load_runner
+from models.sources import resolve
+from tests.fake_hub import FakeHub
+
+
+def test_every_preset_offers_the_four_variants_and_defaults_are_offline():
+    for p in PRESETS:
+        assert tuple(v.name for v in p.variants) == VARIANTS
+    assert default_preset("qa").variant("baseline").source.kind == "local"
+    assert default_preset("generation").variant("baseline").source.kind == "package"
+    assert preset("qa-bert-large-squad2").variant("pruned").source.location.startswith("madlag/")
+    assert preset("generation-gpt2").variant("baseline").source.location == "gpt2"
+    with pytest.raises(InputError, match="Unknown preset"):
+        preset("nope")
+
+
+def test_unbuilt_variant_says_how_to_build_it():
+    with pytest.raises(VariantUnavailable, match="python -m optimize build"):
+        resolve(default_preset("qa"), default_preset("qa").variant("pruned"))
+
+
+def run_with_hub(code: str, endpoint: str, cache) -> subprocess.CompletedProcess:
+    """huggingface_hub reads HF_ENDPOINT at import time: load in a fresh interpreter."""
+    env = {"HF_ENDPOINT": endpoint, "HF_HOME": str(cache), "HF_HUB_DISABLE_TELEMETRY": "1",
+           "PATH": "/usr/bin:/bin", "HF_HUB_DISABLE_XET": "1"}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=str(__import__("models.catalog").catalog.REPO_ROOT))
+
+
+def test_hub_preset_downloads_through_huggingface_hub_and_answers(tiny_qa_dir, tmp_path):
+    with FakeHub() as hub:
+        hub.add_folder("madlag/bert-large-uncased-whole-word-masking-finetuned-squadv2", tiny_qa_dir)
+        code = (
+            "from models.catalog import preset\nfrom models.sources import resolve\n"
+            "from models.runners import load_runner\nfrom models import qa\n"
+            "p = preset('qa-bert-large-squad2')\npath = resolve(p, p.variant('baseline'))\n"
+            "r = load_runner('qa', 'baseline', 'torch', path)\n"
+            "print('ANSWER', repr(qa.answer(r, 'Who?', 'The second pig worked.')['answer']))\n"
+            "try:\n    resolve(p, p.variant('pruned'))\nexcept Exception as e:\n    print('PRUNED', type(e).__name__, e)\n"
+        )
+        done = run_with_hub(code, hub.url, tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ANSWER" in done.stdout
+    assert "PRUNED VariantUnavailable Could not fetch 'madlag/bert-large-uncased-wwm" in done.stdout
+    assert any(r.startswith("GET /madlag/bert-large-uncased-whole-word-masking-finetuned-squadv2/resolve/")
+               for r in hub.requests)
+
+
+def test_local_source_loads_into_both_runtimes(built_presets, tiny_qa_dir):
+    p = built_presets["qa"]
+    for variant in ("baseline", "optimized"):
+        spec = p.variant(variant)
+        runner = load_runner("qa", variant, spec.runtime, resolve(p, spec))
+        assert runner.runtime == spec.runtime
+        assert isinstance(qa.answer(runner, "Who?", "The pig.")["answer"], str)
+
+
+def test_missing_local_weights_are_unavailable_with_the_command(tmp_path):
+    p = Preset("x", "qa", "x", (Variant("baseline", "torch", Source("local", str(tmp_path / "none"))),))
+    with pytest.raises(VariantUnavailable, match="train-qa"):
+        resolve(p, p.variant("baseline"))
