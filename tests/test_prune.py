@@ -1,0 +1,47 @@
+"""Structured pruning removes heads and FFN neurons for real and survives save/load and ONNX."""
+import numpy as np
+import torch
+from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+from models import qa
+from models.runners import load_runner
+from optimize.build import build_onnx
+from optimize.prune_qa import PruneConfig, importance, prune
+from tests.tiny import tiny_preset
+
+
+def features(tokenizer, n=8):
+    context = "The second little pig worked a little bit harder and built his house out of sticks."
+    encoded = tokenizer(["Who worked harder?"] * n, [context] * n)
+    return [{"input_ids": ids, "token_type_ids": types, "start_positions": 10, "end_positions": 13}
+            for ids, types in zip(encoded["input_ids"], encoded["token_type_ids"])]
+
+
+def test_pruned_model_is_smaller_dense_and_reloads(tiny_qa_dir, tmp_path):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qa_dir)
+    model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir, attn_implementation="eager")
+    before = sum(p.numel() for p in model.bert.encoder.parameters())
+    config = PruneConfig(heads_kept=2, ffn_kept=32, calibration_windows=8, batch_size=4)
+    heads, neurons = importance(model, features(tokenizer), tokenizer.pad_token_id, config)
+    assert heads.shape == (2, 4) and neurons.shape == (2, 64) and heads.sum() > 0
+    prune(model, heads, neurons, config)
+    after = sum(p.numel() for p in model.bert.encoder.parameters())
+    assert after < 0.6 * before
+    layer = model.bert.encoder.layer[0]
+    assert layer.attention.self.query.out_features == 2 * 8 and layer.intermediate.dense.out_features == 32
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    (tmp_path / "qa_config.json").write_text((tiny_qa_dir / "qa_config.json").read_text())
+    reloaded = AutoModelForQuestionAnswering.from_pretrained(tmp_path).eval()
+    inputs = tokenizer("Who?", "The pig.", return_tensors="pt")
+    with torch.inference_mode():
+        np.testing.assert_allclose(reloaded(**inputs).start_logits, model.eval()(**inputs).start_logits, atol=1e-5)
+
+    preset = tiny_preset("qa", tmp_path, name="tiny-qa-pruned")
+    target = build_onnx(preset, "optimized", evaluate=False)
+    onnx_runner = load_runner("qa", "optimized", "onnxruntime", target)
+    torch_runner = load_runner("qa", "baseline", "torch", tmp_path)
+    windows = qa.preprocess(torch_runner.tokenizer, "Who?", "The second pig worked.", torch_runner.qa_config)
+    torch_start, _ = torch_runner.qa_logits(windows.inputs)
+    onnx_start, _ = onnx_runner.qa_logits(windows.inputs)
+    assert np.corrcoef(torch_start.ravel(), onnx_start.ravel())[0, 1] > 0.95
