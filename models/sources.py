@@ -43,7 +43,7 @@ def resolve(preset, variant) -> Path:
     if source.kind == "local":
         path = REPO_ROOT / source.location
         if not (path / "config.json").exists():
-            raise VariantUnavailable(f"No weights at {source.location}; run `python -m optimize train-qa`.")
+            raise VariantUnavailable(f"No weights at {source.location}; run `{variant.how_to_build or 'python -m optimize train-qa'}`.")
         return path
     if source.kind == "hub":
         return hub_snapshot(source.location, source.revision, source.subfolder)

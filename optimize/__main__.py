@@ -18,6 +18,15 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--learning-rate", type=float, default=1e-4)
     train.add_argument("--seed", type=int, default=42)
 
+    prune = stages.add_parser("prune", help="structured pruning + distillation recovery (QA)")
+    prune.add_argument("--task", choices=("qa",), default="qa")
+    prune.add_argument("--heads-kept", type=int, default=6, help="attention heads kept per layer (of 12)")
+    prune.add_argument("--ffn-kept", type=int, default=768, help="FFN neurons kept per layer (of 1536)")
+    prune.add_argument("--epochs", type=int, default=2)
+    prune.add_argument("--learning-rate", type=float, default=1e-4)
+    prune.add_argument("--output", type=Path, default=Path("weights/qa-minilm-squad2-pruned"))
+    prune.add_argument("--data", type=Path)
+
     build = stages.add_parser("build", help="build variants: ONNX export, graph optimization, INT8/FP16")
     build.add_argument("--task", choices=("qa", "generation"), required=True)
     build.add_argument("--preset", help="catalog preset (default: the task's offline default)")
@@ -38,6 +47,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.data:
             config.data = args.data
         train(config)
+    elif args.stage == "prune":
+        from optimize.prune_qa import PruneConfig, run as prune_run
+        from optimize.train_qa import TrainConfig
+        config = TrainConfig(output=args.output, epochs=args.epochs, learning_rate=args.learning_rate)
+        if args.data:
+            config.data = args.data
+        prune_run(Path("weights/qa-minilm-squad2"), PruneConfig(heads_kept=args.heads_kept, ffn_kept=args.ffn_kept), config)
     elif args.stage == "build":
         from models.catalog import default_preset, preset
         from models.errors import InputError, VariantUnavailable

@@ -7,7 +7,7 @@ from models import qa
 from models.runners import load_runner
 from optimize.build import build_onnx
 from optimize.prune_qa import PruneConfig, importance, prune
-from tests.tiny import tiny_preset
+from tests.tiny import tiny_llama, tiny_preset
 
 
 def features(tokenizer, n=8):
@@ -45,3 +45,26 @@ def test_pruned_model_is_smaller_dense_and_reloads(tiny_qa_dir, tmp_path):
     torch_start, _ = torch_runner.qa_logits(windows.inputs)
     onnx_start, _ = onnx_runner.qa_logits(windows.inputs)
     assert np.corrcoef(torch_start.ravel(), onnx_start.ravel())[0, 1] > 0.95
+
+
+def test_decoder_pruning_drops_layers_and_neurons_and_still_generates(tiny_llama_dir, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from models import generation
+    from optimize.prune_generation import DecoderPruneConfig, importance as decoder_importance
+    from optimize.prune_generation import prune as decoder_prune
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    texts = [tokenizer("the quick brown fox jumps over the lazy dog", return_tensors="pt").input_ids]
+    # four layers so that one can go (the first and last are never dropped)
+    deeper = tiny_llama(tmp_path / "deep", layers=4)
+    model = AutoModelForCausalLM.from_pretrained(deeper).eval()
+    influence, neurons = decoder_importance(model, texts)
+    assert influence.shape == (4,) and neurons.shape == (4, 128)
+    model, dropped = decoder_prune(model, influence, neurons, DecoderPruneConfig(layers_dropped=1, ffn_kept=64))
+    assert len(model.model.layers) == 3 and dropped and dropped[0] not in (0, 3)
+    assert model.model.layers[0].mlp.down_proj.in_features == 64
+    model.save_pretrained(tmp_path / "pruned")
+    tokenizer.save_pretrained(tmp_path / "pruned")
+    runner = load_runner("generation", "pruned", "torch", tmp_path / "pruned")
+    assert generation.generate(runner, "Hello", 5)["new_tokens"] == 5

@@ -27,14 +27,14 @@ def tiny_qa(directory: Path, seed: int = 0) -> Path:
     return directory
 
 
-def tiny_llama(directory: Path, seed: int = 0) -> Path:
+def tiny_llama(directory: Path, seed: int = 0, layers: int = 2) -> Path:
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(minilm_path())
     tokenizer.chat_template = CHAT_TEMPLATE
     tokenizer.eos_token = tokenizer.sep_token
-    config = LlamaConfig(vocab_size=tokenizer.vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    config = LlamaConfig(vocab_size=tokenizer.vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
                          eos_token_id=tokenizer.sep_token_id, bos_token_id=tokenizer.cls_token_id,
                          tie_word_embeddings=True)
