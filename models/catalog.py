@@ -123,6 +123,16 @@ PRESETS: tuple[Preset, ...] = (
 )
 
 
+def pushed_preset(prefix: str, task: Task) -> Preset:
+    """The default preset's variants as pushed by `python -m optimize push --repo-prefix PREFIX`:
+    every variant from its own Hub repo PREFIX-<task>-<variant>."""
+    base = default_preset(task)
+    return Preset(name=f"{base.name}-hub", task=task, title=f"{base.title} from {prefix}", variants=tuple(
+        Variant(v.name, v.runtime, Source("hub", f"{prefix}-{task}-{v.name}"), steps=v.steps,
+                how_to_build=f"push it first: python -m optimize push --repo-prefix {prefix}")
+        for v in base.variants))
+
+
 def preset(name: str) -> Preset:
     for candidate in PRESETS:
         if candidate.name == name:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from models import generation, qa
-from models.catalog import REPO_ROOT, VARIANTS, Preset, Task, default_preset, preset
+from models.catalog import REPO_ROOT, VARIANTS, Preset, Task, default_preset, preset, pushed_preset
 from models.errors import InputError, VariantUnavailable
 from models.runners import Runner, load_runner
 from models.sources import resolve
@@ -46,7 +46,10 @@ class Showdown:
 
     @classmethod
     def from_environment(cls) -> Showdown:
-        """Default presets, or SHOWDOWN_QA_PRESET / SHOWDOWN_GENERATION_PRESET."""
+        """Default presets, or SHOWDOWN_QA_PRESET / SHOWDOWN_GENERATION_PRESET, or every variant
+        from the Hub repos written by `optimize push` (SHOWDOWN_HUB_PREFIX=ORG/NAME)."""
+        if prefix := os.environ.get("SHOWDOWN_HUB_PREFIX"):
+            return cls(presets={task: pushed_preset(prefix, task) for task in ("qa", "generation")})
         return cls(presets={
             "qa": preset(os.environ.get("SHOWDOWN_QA_PRESET", default_preset("qa").name)),
             "generation": preset(os.environ.get("SHOWDOWN_GENERATION_PRESET", default_preset("generation").name)),

@@ -38,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--task", choices=("qa", "generation"), action="append")
     report.add_argument("--rounds", type=int, help="timed rounds per variant")
 
+    push = stages.add_parser("push", help="upload every ready variant to the Hub, one repo each, with cards")
+    push.add_argument("--repo-prefix", required=True, help="ORG/NAME: repos ORG/NAME-<task>-<variant>")
+    push.add_argument("--private", action="store_true")
+
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stdout)
 
@@ -78,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.rounds:
             config = replace(config, qa_rounds=args.rounds, generation_rounds=args.rounds)
         run(config, tuple(args.task or ("qa", "generation")))
+    elif args.stage == "push":
+        from optimize.push import push as push_variants
+        for repo in push_variants(args.repo_prefix, private=args.private):
+            print(repo)
     return 0
 
 

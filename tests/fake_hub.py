@@ -1,8 +1,10 @@
-"""A local HTTP server that plays the Hub endpoints huggingface_hub uses to download a snapshot
-(model info at a revision, HEAD + GET on resolve URLs), so the real Hub loading code runs
-against files on this machine. Point HF_ENDPOINT at it."""
+"""A local HTTP server that plays the Hub endpoints huggingface_hub uses to create a repo,
+commit files (preupload answering "regular", then the NDJSON commit with base64 contents) and
+download a snapshot (model info at a revision, HEAD + GET on resolve URLs), so the real Hub code
+runs against this machine. Point HF_ENDPOINT at it. It records the Authorization headers it saw."""
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import threading
@@ -15,6 +17,7 @@ class FakeHub:
     def __init__(self) -> None:
         self.repos: dict[str, dict[str, bytes]] = {}  # repo id -> file name -> content
         self.requests: list[str] = []
+        self.authorizations: list[str] = []
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -26,6 +29,36 @@ class FakeHub:
 
             def do_GET(self) -> None:
                 self._serve(body=True)
+
+            def do_POST(self) -> None:
+                path = unquote(urlparse(self.path).path)
+                hub.requests.append(f"POST {path}")
+                hub.authorizations.append(self.headers.get("Authorization", ""))
+                length = int(self.headers.get("Content-Length", 0))
+                body = self.rfile.read(length)
+                if path == "/api/repos/create":
+                    request = json.loads(body)
+                    repo = f"{request['organization']}/{request['name']}" if request.get("organization") else request["name"]
+                    if repo in hub.repos:
+                        return self._send(409, b'{"error": "You already created this model repo"}', {}, True)
+                    hub.repos[repo] = {}
+                    return self._send(200, json.dumps({"url": f"{hub.url}/{repo}"}).encode(), {}, True)
+                if path == "/api/validate-yaml":  # create_commit checks a README's YAML header first
+                    return self._send(200, b"{}", {}, True)
+                if "/preupload/" in path:
+                    files = [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
+                             for f in json.loads(body)["files"]]
+                    return self._send(200, json.dumps({"files": files}).encode(), {}, True)
+                if "/commit/" in path:
+                    repo = path[len("/api/models/"):].split("/commit/")[0]
+                    for line in body.splitlines():
+                        item = json.loads(line)
+                        if item["key"] == "file":
+                            hub.repos[repo][item["value"]["path"]] = base64.b64decode(item["value"]["content"])
+                    oid = hub.commit(repo)
+                    return self._send(200, json.dumps({"commitUrl": f"{hub.url}/{repo}/commit/{oid}",
+                                                       "commitOid": oid}).encode(), {}, True)
+                self._send(404, b'{"error": "not found"}', {}, True)
 
             def _serve(self, body: bool) -> None:
                 path = unquote(urlparse(self.path).path)

@@ -1,0 +1,58 @@
+"""`optimize push` and pulling a preset back from the Hub, against a local server that plays the
+Hub's endpoints (the real Hub cannot be reached here); we assert on what arrived."""
+import json
+import os
+import subprocess
+import sys
+
+from models.catalog import REPO_ROOT
+from tests.fake_hub import FakeHub
+
+TOKEN = "hf_showdownSecretToken123"
+
+
+def run_python(code: str, hub: FakeHub, tmp_path, **env) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_DISABLE_XET": "1",
+                   "HF_HUB_DISABLE_TELEMETRY": "1", **env}
+    return subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True,
+                          cwd=REPO_ROOT, timeout=600)
+
+
+def test_push_uploads_every_ready_variant_with_card_and_report_and_pull_loads_them(built_presets, tmp_path):
+    presets = {task: p.name for task, p in built_presets.items()}
+    setup = (
+        "import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stdout)\n"
+        "from tests.tiny import tiny_preset\nfrom models.showdown import Showdown\nfrom pathlib import Path\n"
+        f"presets = {{t: tiny_preset(t, Path(p)) for t, p in {json.dumps({t: str(p.variant('baseline').source.location) for t, p in built_presets.items()})}.items()}}\n"
+    )
+    push = setup + (
+        "from optimize.push import push\n"
+        "print('PUSHED', push('showdown-org/demo', Showdown(presets=presets)))\n"
+    )
+    with FakeHub() as hub:
+        done = run_python(push, hub, tmp_path, HF_TOKEN=TOKEN,
+                          SHOWDOWN_ARTIFACTS=os.environ["SHOWDOWN_ARTIFACTS"])
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert TOKEN not in done.stdout + done.stderr  # never printed
+        assert all(a == f"Bearer {TOKEN}" for a in hub.authorizations)
+        for task in ("qa", "generation"):
+            for variant in ("baseline", "optimized"):
+                files = hub.repos[f"showdown-org/demo-{task}-{variant}"]
+                assert "config.json" in files and "README.md" in files
+                card = files["README.md"].decode()
+                assert "inference-showdown" in card and f"`{variant}`" in card and TOKEN not in card
+                assert ("model.onnx" in files) == (variant == "optimized")
+                assert not any(TOKEN.encode() in content for content in files.values())
+            assert "manifest.json" in hub.repos[f"showdown-org/demo-{task}-optimized"]
+
+        pull = (
+            "from models.showdown import Showdown\n"
+            "s = Showdown.from_environment()\n"
+            "print('QA', s.answer('The second pig worked.', 'Who worked?', 'optimized')['latency_ms']['total'] > 0)\n"
+            "print('GEN', s.generate('Hello', 'optimized', 3)['new_tokens'])\n"
+            "print('STATUS', {v['variant']: v['status'] for v in s.variants() if v['task'] == 'qa'})\n"
+        )
+        pulled = run_python(pull, hub, tmp_path / "pull", SHOWDOWN_HUB_PREFIX="showdown-org/demo")
+    assert pulled.returncode == 0, pulled.stderr[-3000:]
+    assert "QA True" in pulled.stdout and "GEN 3" in pulled.stdout
+    assert "'pruned': 'unavailable'" in pulled.stdout
