@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         from models.catalog import default_preset, preset
         from models.errors import InputError, VariantUnavailable
         from optimize.build import build_onnx
+        from optimize.gates import GateFailed
         from models.sources import resolve
 
         try:
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                 build_onnx(chosen, args.variant, force=args.force, evaluate=not args.no_eval)
             else:
                 print(resolve(chosen, variant))
-        except (InputError, VariantUnavailable) as error:
+        except (InputError, VariantUnavailable, GateFailed) as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
     elif args.stage == "report":

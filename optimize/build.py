@@ -17,6 +17,7 @@ from pathlib import Path
 from models.catalog import Preset
 from models.runners import ONNX_FILE, providers
 from models.sources import resolve
+from optimize.gates import check
 from optimize.manifest import atomic_dir, read_manifest, size_bytes, write_manifest
 
 log = logging.getLogger("optimize.build")
@@ -123,6 +124,7 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe = OnnxRecip
             progress(f"{preset.name}/{variant_name}: measuring accuracy against {variant.built_from}")
             from optimize.accuracy import measure
             metrics = measure(preset, staging, variant_name, reference=source)
+            check(f"{preset.name}/{variant_name}", preset.task, variant.runtime, metrics)
         write_manifest(staging, source=f"{preset.name}/{variant.built_from}", steps=steps, metrics=metrics,
                        inputs=inputs, size_bytes=size_bytes(staging), preset=preset.name, variant=variant_name)
     progress(f"{preset.name}/{variant_name}: ready ({size_bytes(target) / 1e6:.1f} MB) {json.dumps(metrics)}")

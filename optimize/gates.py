@@ -1,0 +1,52 @@
+"""Accuracy gates the build checks before it publishes a variant. A miss fails the build with a
+message that says which gate, by how much, and what to try."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class GateFailed(RuntimeError):
+    """A built variant missed an accuracy gate; nothing was published."""
+
+
+@dataclass(frozen=True)
+class Gates:
+    onnx_f1_drop: float = 1.0  # QA: ONNX variant F1 within this many points of its PyTorch source
+    onnx_agreement_pct: float = 98.0  # same QA span / same greedy token as its PyTorch source
+    pruned_f1_drop: float = 3.0  # QA pruned vs baseline
+    pruned_agreement_pct: float = 85.0  # generation pruned: greedy next-token agreement with baseline
+    pruned_perplexity_ratio: float = 1.25
+
+
+def failures(task: str, runtime: str, metrics: dict, gates: Gates = Gates()) -> list[str]:
+    """The gates `metrics` misses (empty when all pass, or when nothing could be measured)."""
+    missed = []
+    if runtime == "onnxruntime":
+        if "agreement_pct" in metrics and metrics["agreement_pct"] < gates.onnx_agreement_pct:
+            unit = "QA answers" if task == "qa" else "greedy tokens"
+            missed.append(f"agrees with its PyTorch source on {metrics['agreement_pct']:.1f}% of {unit} "
+                          f"(gate ≥ {gates.onnx_agreement_pct}%)")
+        if task == "qa" and "reference_overall_f1" in metrics:
+            drop = metrics["reference_overall_f1"] - metrics["overall_f1"]
+            if drop > gates.onnx_f1_drop:
+                missed.append(f"held-out F1 {metrics['overall_f1']:.2f} is {drop:.2f} below its source "
+                              f"(gate ≤ {gates.onnx_f1_drop})")
+    else:
+        if task == "qa" and "reference_overall_f1" in metrics:
+            drop = metrics["reference_overall_f1"] - metrics["overall_f1"]
+            if drop > gates.pruned_f1_drop:
+                missed.append(f"held-out F1 {metrics['overall_f1']:.2f} is {drop:.2f} below baseline "
+                              f"(gate ≤ {gates.pruned_f1_drop})")
+        if task == "generation":
+            if metrics.get("agreement_pct", 100) < gates.pruned_agreement_pct:
+                missed.append(f"next-token agreement {metrics['agreement_pct']:.1f}% (gate ≥ {gates.pruned_agreement_pct}%)")
+            if metrics.get("perplexity_ratio", 1) > gates.pruned_perplexity_ratio:
+                missed.append(f"perplexity {metrics['perplexity_ratio']:.3f}x baseline (gate ≤ {gates.pruned_perplexity_ratio}x)")
+    return missed
+
+
+def check(name: str, task: str, runtime: str, metrics: dict) -> None:
+    missed = failures(task, runtime, metrics)
+    if missed:
+        raise GateFailed(f"{name} missed its accuracy gate: " + "; ".join(missed) +
+                         ". Try a gentler recipe (per-channel INT8, fewer quantized layers, less pruning) or rebuild with --force.")
