@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from models import generation, qa
-from models.catalog import VARIANTS
 from models.errors import VariantUnavailable
 from models.reports import Report, Row
 from models.runners import cpu_threads
@@ -77,7 +76,7 @@ def parameters(runner) -> int:
 
 def measure_task(showdown: Showdown, task: str, config: ReportConfig) -> Report:
     runners = {}
-    for variant in VARIANTS:
+    for variant in (v.name for v in showdown.preset(task).variants):
         try:
             runners[variant] = showdown.runner(task, variant)
         except VariantUnavailable as error:

@@ -1,0 +1,31 @@
+"""The one report type: measured side by side, saved as JSON/CSV/Markdown/PNG, read back by the app."""
+from models.reports import Report, load_report_table, report_chart
+from models.showdown import Showdown
+from optimize.report import ReportConfig, measure_task, qa_context
+
+
+def test_report_measures_ready_variants_side_by_side_and_round_trips(built_presets, tmp_path):
+    showdown = Showdown(presets=dict(built_presets))
+    config = ReportConfig(qa_tokens=128, qa_rounds=3, generation_rounds=1, new_tokens=4, warmup=1)
+    for task in ("qa", "generation"):
+        report = measure_task(showdown, task, config)
+        assert [row.variant for row in report.rows] == ["baseline", "optimized"]
+        baseline = report.rows[0]
+        assert baseline.speedup_p50 == 1.0 and baseline.latency_p95_ms >= baseline.latency_p50_ms > 0
+        assert all(row.parameters > 0 and row.size_mb > 0 for row in report.rows)
+        report.save(tmp_path)
+        for suffix in ("json", "csv", "md", "png"):
+            assert (tmp_path / f"{task}.{suffix}").stat().st_size > 0
+        assert Report.load(tmp_path / f"{task}.json") == report
+        table, caption = load_report_table(task, tmp_path)
+        assert list(table["variant"]) == ["baseline", "optimized"] and report.preset in caption
+        assert report_chart(task, tmp_path).endswith(f"{task}.png")
+    assert (tmp_path / "generation.md").read_text().count("tokens/s") == 1
+
+
+def test_qa_context_fills_the_requested_number_of_tokens(built_presets):
+    from transformers import AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(built_presets["qa"].variant("baseline").source.location)
+    context = qa_context(tokenizer, 384)
+    length = len(tokenizer("Who worked a little bit harder?", context)["input_ids"])
+    assert 380 <= length <= 384
