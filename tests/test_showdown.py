@@ -22,7 +22,8 @@ def test_run_order_rotates_so_no_variant_always_goes_first(tiny_qa_dir):
 
 
 def test_a_failed_build_is_reported_and_does_not_stop_the_others(tmp_path):
-    preset = tiny_preset("qa", tmp_path / "missing-weights", name="tiny-broken")
+    (tmp_path / "config.json").write_text("{not json")  # weights that look present but cannot load
+    preset = tiny_preset("qa", tmp_path, name="tiny-broken")
     showdown = Showdown(presets={"qa": preset}, measure_builds=False)
     showdown.build_missing(progress=lambda m: None)
     status = showdown.variant_status("qa", "optimized")
