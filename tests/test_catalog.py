@@ -25,8 +25,9 @@ def test_every_preset_offers_the_four_variants_and_defaults_are_offline():
 
 
 def test_unbuilt_variant_says_how_to_build_it():
-    with pytest.raises(VariantUnavailable, match="python -m optimize build"):
-        resolve(default_preset("qa"), default_preset("qa").variant("pruned"))
+    generation = default_preset("generation")
+    with pytest.raises(VariantUnavailable, match="python -m optimize build --task generation"):
+        resolve(generation, generation.variant("pruned-optimized"))
 
 
 def run_with_hub(code: str, endpoint: str, cache) -> subprocess.CompletedProcess:
