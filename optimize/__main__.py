@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     prune.add_argument("--task", choices=("qa",), default="qa")
     prune.add_argument("--heads-kept", type=int, default=6, help="attention heads kept per layer (of 12)")
     prune.add_argument("--ffn-kept", type=int, default=768, help="FFN neurons kept per layer (of 1536)")
-    prune.add_argument("--epochs", type=int, default=2)
+    prune.add_argument("--epochs", type=int, default=1)
     prune.add_argument("--learning-rate", type=float, default=1e-4)
     prune.add_argument("--output", type=Path, default=Path("weights/qa-minilm-squad2-pruned"))
     prune.add_argument("--data", type=Path)
@@ -56,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     elif args.stage == "prune":
         from optimize.prune_qa import PruneConfig, run as prune_run
         from optimize.train_qa import TrainConfig
-        config = TrainConfig(output=args.output, epochs=args.epochs, learning_rate=args.learning_rate)
+        # distillation: the teacher already knows "no answer", so no curriculum; half the null windows
+        config = TrainConfig(output=args.output, epochs=args.epochs, learning_rate=args.learning_rate,
+                             answerable_first_epochs=0)
         if args.data:
             config.data = args.data
         prune_run(Path("weights/qa-minilm-squad2"), PruneConfig(heads_kept=args.heads_kept, ffn_kept=args.ffn_kept), config)
