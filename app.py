@@ -93,46 +93,49 @@ def _variant_columns(label: str, lines: int, chart_title: str):
     return outputs, stats, history, chart
 
 
+def _check(validate, *args, selected: list[str]) -> list[str]:
+    """Validate before anything runs; the message reaches the user as a toast, never a trace."""
+    try:
+        validate(*args)
+        if not selected:
+            raise InputError("Select at least one variant.")
+    except InputError as error:
+        raise gr.Error(str(error)) from error
+    return [v for v in VARIANTS if v in selected]
+
+
+def _record(showdown: Showdown, task: str, results: dict, stats: dict, history: pd.DataFrame) -> pd.DataFrame:
+    """Fill each column's stats (speedup against this run's baseline) and extend the session chart."""
+    baseline_ms = results["baseline"]["latency_ms"]["total"] if "baseline" in results else None
+    run = int(history["run"].max()) + 1 if len(history) else 1
+    rows = []
+    for variant, result in results.items():
+        stats[variant] = _stats(showdown.variant_status(task, variant), result, baseline_ms, task)
+        rows.append({"run": run, "variant": variant, "latency_ms": result["latency_ms"]["total"]})
+    return pd.concat([history, pd.DataFrame(rows, columns=CHART_COLUMNS)], ignore_index=True)
+
+
 def build_ui(showdown: Showdown) -> gr.Blocks:
     statuses = {(s["task"], s["variant"]): s for s in showdown.variants()}
 
     def compare_qa(context: str, question: str, selected: list[str], history: pd.DataFrame):
-        try:
-            showdown_validate_qa(context, question, selected)
-        except InputError as error:
-            raise gr.Error(str(error)) from error
-        answers = {v: gr.update() for v in VARIANTS}
-        stats = {v: gr.update() for v in VARIANTS}
-        baseline_ms = None
-        run = int(history["run"].max()) + 1 if len(history) else 1
-        rows = []
-        order = showdown.run_order([v for v in VARIANTS if v in selected])
-        results = {}
-        for variant in order:
+        from models.qa import validate
+        chosen = _check(validate, question, context, selected=selected)
+        answers, stats, results = {v: gr.update() for v in VARIANTS}, {v: gr.update() for v in VARIANTS}, {}
+        for variant in showdown.run_order(chosen):
             try:
                 results[variant] = showdown.answer(context, question, variant)
+                answers[variant] = results[variant]["answer"] or "(no answer: the null score wins)"
             except USER_ERRORS as error:
                 answers[variant], stats[variant] = "", f"⚠️ {error}"
-        baseline_ms = results["baseline"]["latency_ms"]["total"] if "baseline" in results else None
-        for variant, result in results.items():
-            status = showdown.variant_status("qa", variant)
-            answers[variant] = result["answer"] or "(no answer: the null score wins)"
-            stats[variant] = _stats(status, result, baseline_ms, "qa")
-            rows.append({"run": run, "variant": variant, "latency_ms": result["latency_ms"]["total"]})
-        history = pd.concat([history, pd.DataFrame(rows, columns=CHART_COLUMNS)], ignore_index=True)
+        history = _record(showdown, "qa", results, stats, history)
         return [*answers.values(), *stats.values(), history, history]
 
     def compare_generation(prompt: str, max_new_tokens: int, selected: list[str], history: pd.DataFrame):
-        try:
-            showdown_validate_generation(prompt, max_new_tokens, selected)
-        except InputError as error:
-            raise gr.Error(str(error)) from error
-        texts = {v: gr.update() for v in VARIANTS}
-        stats = {v: gr.update() for v in VARIANTS}
-        run = int(history["run"].max()) + 1 if len(history) else 1
-        order = showdown.run_order([v for v in VARIANTS if v in selected])
-        results = {}
-        for variant in order:
+        from models.generation import validate
+        chosen = _check(validate, prompt, max_new_tokens, selected=selected)
+        texts, stats, results = {v: gr.update() for v in VARIANTS}, {v: gr.update() for v in VARIANTS}, {}
+        for variant in showdown.run_order(chosen):
             texts[variant], stats[variant] = "", "generating…"
             try:
                 for update in showdown.stream(prompt, variant, max_new_tokens):
@@ -142,26 +145,8 @@ def build_ui(showdown: Showdown) -> gr.Blocks:
                     yield [*texts.values(), *stats.values(), history, history]
             except USER_ERRORS as error:
                 stats[variant] = f"⚠️ {error}"
-                continue
-        baseline_ms = results["baseline"]["latency_ms"]["total"] if "baseline" in results else None
-        rows = []
-        for variant, result in results.items():
-            stats[variant] = _stats(showdown.variant_status("generation", variant), result, baseline_ms, "generation")
-            rows.append({"run": run, "variant": variant, "latency_ms": result["latency_ms"]["total"]})
-        history = pd.concat([history, pd.DataFrame(rows, columns=CHART_COLUMNS)], ignore_index=True)
+        history = _record(showdown, "generation", results, stats, history)
         yield [*texts.values(), *stats.values(), history, history]
-
-    def showdown_validate_qa(context, question, selected):
-        from models.qa import validate
-        validate(question, context)
-        if not selected:
-            raise InputError("Select at least one variant.")
-
-    def showdown_validate_generation(prompt, max_new_tokens, selected):
-        from models.generation import validate
-        validate(prompt, max_new_tokens)
-        if not selected:
-            raise InputError("Select at least one variant.")
 
     with gr.Blocks(title="Inference Showdown") as demo:
         gr.Markdown("# Inference Showdown\nOne input; the **baseline**, **optimized**, **pruned** and "
