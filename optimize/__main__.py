@@ -17,6 +17,11 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--epochs", type=int, default=3)
     train.add_argument("--learning-rate", type=float, default=1e-4)
     train.add_argument("--seed", type=int, default=42)
+    train.add_argument("--answerable-first-epochs", type=int, default=1)
+    train.add_argument("--null-fraction", type=float, default=0.5)
+    train.add_argument("--answerability-weight", type=float, default=0.0,
+                       help="weight of the span-vs-null margin loss (trains the no-answer decision directly)")
+    train.add_argument("--init-from", type=Path, help="continue from these weights (a second stage)")
 
     prune = stages.add_parser("prune", help="structured pruning + distillation recovery (QA)")
     prune.add_argument("--task", choices=("qa",), default="qa")
@@ -49,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.stage == "train-qa":
         from optimize.train_qa import TrainConfig, train
-        config = TrainConfig(output=args.output, epochs=args.epochs, learning_rate=args.learning_rate, seed=args.seed)
+        config = TrainConfig(output=args.output, epochs=args.epochs, learning_rate=args.learning_rate, seed=args.seed,
+                             answerable_first_epochs=args.answerable_first_epochs, null_fraction=args.null_fraction,
+                             init_from=args.init_from, answerability_weight=args.answerability_weight)
         if args.data:
             config.data = args.data
         train(config)

@@ -34,7 +34,7 @@ class OnnxRecipe:
 
     optimization_level: int = 2  # ORT transformers optimizer: 1 basic, 2 extended (fusions), 99 all
     quantize: bool = True  # dynamic INT8 weights (CPU only; CUDA gets FP16 instead)
-    per_channel: bool = True
+    per_channel: bool = False  # per-channel INT8 broke SmolLM2 here (garbage text); per-tensor keeps it
     reduce_range: bool = False
     opset: int | None = None
 
