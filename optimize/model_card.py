@@ -51,10 +51,34 @@ Per-epoch validation history: {json.dumps(training['history'])}
 
 ## Reproduce
 ```
-python -m optimize train-qa --epochs {training['epochs']} --learning-rate {training['learning_rate']} --seed {training['seed']}
+{reproduce(training)}
 ```
 """
     return ModelCard(content)
+
+
+def command(training: dict, init_from: str | None = None, output: str | None = None) -> str:
+    parts = ["python -m optimize train-qa", f"--epochs {training['epochs']}", f"--learning-rate {training['learning_rate']}",
+             f"--seed {training['seed']}", f"--answerable-first-epochs {training.get('answerable_first_epochs', 1)}",
+             f"--null-fraction {training.get('null_fraction', 0.5)}"]
+    if training.get("answerability_weight"):
+        parts.append(f"--answerability-weight {training['answerability_weight']}")
+    if init_from:
+        parts.append(f"--init-from {init_from}")
+    if output:
+        parts.append(f"--output {output}")
+    return " ".join(parts)
+
+
+def reproduce(training: dict) -> str:
+    """The commands, stage by stage, that produced these weights."""
+    stages = training.get("stages") or []
+    if not stages or not isinstance(stages[0], dict):
+        return command(training)
+    first = stages[0]
+    return (f"# stage 1 (test F1 {first['test']['overall_f1']:.1f}, HasAns {first['test']['HasAns_f1']:.1f})\n"
+            f"{command(first, output='runs/qa-stage1')}\n# stage 2\n"
+            f"{command(training, init_from='runs/qa-stage1')}")
 
 
 def write_qa_card(directory: Path) -> Path:
