@@ -34,9 +34,19 @@ class OnnxRecipe:
 
     optimization_level: int = 2  # ORT transformers optimizer: 1 basic, 2 extended (fusions), 99 all
     quantize: bool = True  # dynamic INT8 weights (CPU only; CUDA gets FP16 instead)
-    per_channel: bool = False  # per-channel INT8 broke SmolLM2 here (garbage text); per-tensor keeps it
+    per_channel: bool = False
     reduce_range: bool = False
+    weight_only_bits: int | None = None  # MatMulNBits weight-only INT8 instead of dynamic W8A8
     opset: int | None = None
+
+
+def default_recipe(task: str) -> OnnxRecipe:
+    """Measured here on SmolLM2 (teacher-forced greedy agreement with fp32 on held-out prompts):
+    dynamic W8A8 agrees on ~60% of tokens (per-tensor activations cannot hold a decoder's
+    outlier features; per-channel weights produced garbage text), weight-only INT8 with blockwise
+    int8 compute (MatMulNBits, block 32, accuracy level 4) on 98.3%. The BERT QA encoder keeps
+    dynamic W8A8, the faster kernel, and is held to the same agreement gate."""
+    return OnnxRecipe(weight_only_bits=8) if task == "generation" else OnnxRecipe()
 
 
 def source_fingerprint(directory: Path) -> str:
@@ -85,9 +95,24 @@ def quantize_dynamic(onnx_dir: Path, output: Path, recipe: OnnxRecipe) -> Path:
     return output / ONNX_FILE
 
 
-def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe = OnnxRecipe(), force: bool = False,
+def quantize_weight_only(onnx_dir: Path, output: Path, bits: int) -> Path:
+    """Weight-only quantization (MatMulNBits): weights in `bits` bits with a scale per block of
+    32, activations quantized per block at run time (accuracy level 4) instead of per tensor."""
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    output.mkdir(parents=True, exist_ok=True)
+    quantizer = MatMulNBitsQuantizer(onnx.load(onnx_dir / ONNX_FILE), bits=bits, block_size=32, is_symmetric=True,
+                                     accuracy_level=4)
+    quantizer.process()
+    quantizer.model.save_model_to_file(str(output / ONNX_FILE), use_external_data_format=False)
+    return output / ONNX_FILE
+
+
+def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = None, force: bool = False,
                progress: Progress = log.info, evaluate: bool = True) -> Path:
     """Build an ONNX Runtime variant of `preset` from the variant it is built from."""
+    recipe = recipe or default_recipe(preset.task)
     variant = preset.variant(variant_name)
     source = resolve(preset, preset.variant(variant.built_from))
     target = preset.built_dir(variant_name)
@@ -108,7 +133,11 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe = OnnxRecip
             progress(f"{preset.name}/{variant_name}: ORT graph optimization level {recipe.optimization_level}")
             current = graph_optimize(current.parent, work / "optimized", recipe.optimization_level, cuda)
             steps.append(f"graph-optimize (level {recipe.optimization_level}{', fp16' if cuda else ''})")
-        if recipe.quantize and not cuda:
+        if recipe.quantize and not cuda and recipe.weight_only_bits:
+            progress(f"{preset.name}/{variant_name}: weight-only INT{recipe.weight_only_bits} quantization")
+            current = quantize_weight_only(current.parent, work / "quantized", recipe.weight_only_bits)
+            steps.append(f"quantize-weight-only-int{recipe.weight_only_bits} (MatMulNBits, block 32, accuracy level 4)")
+        elif recipe.quantize and not cuda:
             progress(f"{preset.name}/{variant_name}: dynamic INT8 quantization")
             current = quantize_dynamic(current.parent, work / "quantized", recipe)
             steps.append(f"quantize-dynamic-int8 (per_channel={recipe.per_channel}, reduce_range={recipe.reduce_range})")

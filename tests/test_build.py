@@ -15,6 +15,8 @@ def test_optimized_qa_is_quantized_onnx_with_a_complete_manifest(built_presets):
     target = preset.built_dir("optimized")
     manifest = read_manifest(target)
     assert [s.split(" ")[0] for s in manifest["steps"]] == ["export-onnx", "graph-optimize", "quantize-dynamic-int8"]
+    generation_steps = read_manifest(built_presets["generation"].built_dir("optimized"))["steps"]
+    assert generation_steps[-1].startswith("quantize-weight-only-int8")
     assert manifest["versions"]["onnxruntime"] and manifest["versions"]["optimum"]
     assert manifest["files"]["model.onnx"]["sha256"] == sha256(target / "model.onnx")
     ops = {node.op_type for node in onnx.load(target / "model.onnx").graph.node}
