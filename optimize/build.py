@@ -44,9 +44,9 @@ def default_recipe(task: str) -> OnnxRecipe:
     """Measured here on SmolLM2 (teacher-forced greedy agreement with fp32 on held-out prompts):
     dynamic W8A8 agrees on ~60% of tokens (per-tensor activations cannot hold a decoder's
     outlier features; per-channel weights produced garbage text), weight-only INT8 with blockwise
-    int8 compute (MatMulNBits, block 32, accuracy level 4) on 98.3%. The BERT QA encoder keeps
-    dynamic W8A8, the faster kernel, and is held to the same agreement gate."""
-    return OnnxRecipe(weight_only_bits=8) if task == "generation" else OnnxRecipe()
+    int8 compute (MatMulNBits, block 32, accuracy level 4) on 98.3%. On the QA model, dynamic
+    W8A8 gave the same answer as fp32 on 76.8% of held-out questions, weight-only INT8 on 98.6%."""
+    return OnnxRecipe(weight_only_bits=8)
 
 
 def source_fingerprint(directory: Path) -> str:
