@@ -102,8 +102,10 @@ def quantize_weight_only(onnx_dir: Path, output: Path, bits: int) -> Path:
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     output.mkdir(parents=True, exist_ok=True)
+    # the LM head stays fp32: the greedy token is its argmax, and INT8 there alone cost the
+    # decoder its 98% agreement gate (97.8% measured with it quantized)
     quantizer = MatMulNBitsQuantizer(onnx.load(onnx_dir / ONNX_FILE), bits=bits, block_size=32, is_symmetric=True,
-                                     accuracy_level=4)
+                                     accuracy_level=4, nodes_to_exclude=["/lm_head/MatMul"])
     quantizer.process()
     quantizer.model.save_model_to_file(str(output / ONNX_FILE), use_external_data_format=False)
     return output / ONNX_FILE
