@@ -49,6 +49,11 @@ def _accuracy_text(accuracy: dict) -> str:
     return accuracy.get("note", "accuracy not measured yet")
 
 
+def _gate_text(accuracy: dict) -> str:
+    missed = accuracy.get("gates_missed")
+    return f"\n\n⚠️ missed accuracy gate: {'; '.join(missed)}" if missed else ""
+
+
 def _stats(status: dict, result: dict, baseline_ms: float | None, task: str) -> str:
     latency = result["latency_ms"]
     speedup = f"**{baseline_ms / latency['total']:.2f}x** vs baseline" if baseline_ms else "speedup: run baseline too"
@@ -62,7 +67,7 @@ def _stats(status: dict, result: dict, baseline_ms: float | None, task: str) -> 
     else:
         lines.append(f"{result['tokens']} tokens in {result['windows']} window(s) · score {result['score']:.2f}")
     lines.append(f"size {status['size_bytes'] / 1e6:,.1f} MB · {_accuracy_text(status['accuracy'])}")
-    return "\n\n".join(lines)
+    return "\n\n".join(lines) + _gate_text(status["accuracy"])
 
 
 def _status_markdown(showdown: Showdown) -> str:

@@ -107,10 +107,13 @@ class Showdown:
             status, detail = "unavailable", failed
         else:
             status, detail = "unavailable", spec.how_to_build or f"weights not found ({spec.source.kind} {spec.source.location})"
+        accuracy = self.accuracy(task, variant, path)
+        if accuracy.get("gates_missed"):
+            detail += "; missed accuracy gate: " + "; ".join(accuracy["gates_missed"])
         return {
             "task": task, "variant": variant, "status": status, "detail": detail,
             "path": str(path) if path else None, "size_bytes": _weights_bytes(path) if path else 0,
-            "accuracy": self.accuracy(task, variant, path),
+            "accuracy": accuracy,
         }
 
     def variants(self) -> list[dict]:

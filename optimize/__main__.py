@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("--variant", default="optimized", help="variant to build (default optimized)")
     build.add_argument("--force", action="store_true", help="rebuild even when the manifest is up to date")
     build.add_argument("--no-eval", action="store_true", help="skip the accuracy measurement")
+    build.add_argument("--strict", action="store_true", help="fail (publish nothing) when an accuracy gate is missed")
 
     report = stages.add_parser("report", help="measure every ready variant side by side; write reports/")
     report.add_argument("--task", choices=("qa", "generation"), action="append")
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             chosen = preset(args.preset) if args.preset else default_preset(args.task)
             variant = chosen.variant(args.variant)
             if variant.runtime == "onnxruntime":
-                build_onnx(chosen, args.variant, force=args.force, evaluate=not args.no_eval)
+                build_onnx(chosen, args.variant, force=args.force, evaluate=not args.no_eval, strict=args.strict)
             else:
                 print(resolve(chosen, variant))
         except (InputError, VariantUnavailable, GateFailed) as error:
