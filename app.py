@@ -35,6 +35,12 @@ GENERATION_EXAMPLES = [
 CHART_COLUMNS = ["run", "variant", "latency_ms"]
 
 
+def _empty_history() -> pd.DataFrame:
+    """Typed from the start so the plot gets numeric axes (an untyped frame plots as categories)."""
+    return pd.DataFrame({"run": pd.Series(dtype="int64"), "variant": pd.Series(dtype="str"),
+                         "latency_ms": pd.Series(dtype="float64")})
+
+
 def _ms(value: float) -> str:
     return f"{value:,.1f} ms"
 
@@ -88,12 +94,12 @@ def _variant_columns(label: str, lines: int, chart_title: str):
     outputs, stats = [], []
     with gr.Row(equal_height=True):
         for variant in VARIANTS:
-            with gr.Column():
+            with gr.Column(min_width=160):
                 gr.Markdown(f"### {variant}")
                 outputs.append(gr.Textbox(label=label, lines=lines, interactive=False))
                 stats.append(gr.Markdown())
-    history = gr.State(pd.DataFrame(columns=CHART_COLUMNS))
-    chart = gr.LinePlot(pd.DataFrame(columns=CHART_COLUMNS), x="run", y="latency_ms", color="variant",
+    history = gr.State(_empty_history())
+    chart = gr.LinePlot(_empty_history(), x="run", y="latency_ms", color="variant",
                         title=chart_title, height=260)
     return outputs, stats, history, chart
 
@@ -117,7 +123,8 @@ def _record(showdown: Showdown, task: str, results: dict, stats: dict, history: 
     for variant, result in results.items():
         stats[variant] = _stats(showdown.variant_status(task, variant), result, baseline_ms, task)
         rows.append({"run": run, "variant": variant, "latency_ms": result["latency_ms"]["total"]})
-    return pd.concat([history, pd.DataFrame(rows, columns=CHART_COLUMNS)], ignore_index=True)
+    history = pd.concat([history, pd.DataFrame(rows, columns=CHART_COLUMNS)], ignore_index=True)
+    return history.astype({"run": int, "variant": str, "latency_ms": float})  # numeric axes, not categories
 
 
 def build_ui(showdown: Showdown) -> gr.Blocks:
