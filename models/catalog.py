@@ -7,7 +7,7 @@ are built (`built_from`) live under the artifacts directory and carry a `manifes
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 

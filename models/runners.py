@@ -39,9 +39,7 @@ class Runner:
     def qa_logits(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Start and end logits, float32 [windows, tokens]."""
         if self.runtime == "torch":
-            with torch.inference_mode():
-                out = self.model(**{k: torch.from_numpy(v) for k, v in inputs.items()})
-            return out.start_logits.float().numpy(), out.end_logits.float().numpy()
+            return torch_qa_logits(self.model, inputs)
         out = self.model(**inputs)
         return np.asarray(out.start_logits, dtype=np.float32), np.asarray(out.end_logits, dtype=np.float32)
 
@@ -52,6 +50,13 @@ class Runner:
                 input_ids=input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=max_new_tokens,
                 do_sample=False, use_cache=True, streamer=streamer, pad_token_id=self.tokenizer.eos_token_id,
             )
+
+
+def torch_qa_logits(model, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """A transformers QA model's start and end logits for numpy inputs."""
+    with torch.inference_mode():
+        out = model(**{k: torch.from_numpy(v) for k, v in inputs.items()})
+    return out.start_logits.float().numpy(), out.end_logits.float().numpy()
 
 
 def load_qa_config(path: Path) -> QAConfig:

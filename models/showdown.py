@@ -15,6 +15,7 @@ from models.catalog import REPO_ROOT, VARIANTS, Preset, Task, default_preset, pr
 from models.errors import InputError, VariantUnavailable
 from models.runners import Runner, load_runner
 from models.sources import resolve
+from optimize.manifest import size_bytes
 
 log = logging.getLogger("showdown")
 WARMUP_CONTEXT = ("The first little pig was very lazy. He didn't want to work at all and he built his house out of "
@@ -22,11 +23,6 @@ WARMUP_CONTEXT = ("The first little pig was very lazy. He didn't want to work at
                   "built his house out of sticks.")
 SEED_CONTEXT_LONG = WARMUP_CONTEXT + (" The third little pig worked very hard all day and built his house with "
                                       "bricks. Then, they sang and danced and played together the rest of the day.")
-
-
-def _weights_bytes(path: Path) -> int:
-    suffixes = (".safetensors", ".onnx", ".onnx_data", ".bin")
-    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file() and p.suffix in suffixes)
 
 
 def _read_json(path: Path) -> dict:
@@ -112,7 +108,7 @@ class Showdown:
             detail += "; missed accuracy gate: " + "; ".join(accuracy["gates_missed"])
         return {
             "task": task, "variant": variant, "status": status, "detail": detail,
-            "path": str(path) if path else None, "size_bytes": _weights_bytes(path) if path else 0,
+            "path": str(path) if path else None, "size_bytes": size_bytes(path) if path else 0,
             "accuracy": accuracy,
         }
 

@@ -3,21 +3,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import functools
+
 import numpy as np
-import torch
 
 from models.qa import QAConfig, postprocess, preprocess
+from models.runners import torch_qa_logits
 from optimize import squad
 
 Forward = Callable[[dict[str, np.ndarray]], tuple[np.ndarray, np.ndarray]]
-
-
-def torch_forward(model) -> Forward:
-    def forward(inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        with torch.inference_mode():
-            out = model(**{k: torch.from_numpy(v) for k, v in inputs.items()})
-        return out.start_logits.float().numpy(), out.end_logits.float().numpy()
-    return forward
 
 
 def evaluate(forward: Forward, tokenizer, data: list[squad.Example], config: QAConfig,
@@ -41,4 +35,4 @@ def evaluate(forward: Forward, tokenizer, data: list[squad.Example], config: QAC
 
 
 def evaluate_model(model, tokenizer, data, config: QAConfig, threshold: float | None = None) -> dict:
-    return evaluate(torch_forward(model), tokenizer, data, config, threshold)
+    return evaluate(functools.partial(torch_qa_logits, model), tokenizer, data, config, threshold)

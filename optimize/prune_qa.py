@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from optimize.train_qa import collate
+
 log = logging.getLogger("optimize.prune_qa")
 
 
@@ -27,11 +29,6 @@ class PruneConfig:
     calibration_windows: int = 256
     batch_size: int = 16
     seed: int = 42
-
-
-def _collate(batch, pad_id):
-    from optimize.train_qa import collate
-    return collate(batch, pad_id)
 
 
 def importance(model, features: list[dict], pad_id: int, config: PruneConfig) -> tuple[torch.Tensor, torch.Tensor]:
@@ -53,7 +50,7 @@ def importance(model, features: list[dict], pad_id: int, config: PruneConfig) ->
     model.eval()
     try:
         for start in range(0, len(sample), config.batch_size):
-            batch = _collate(sample[start:start + config.batch_size], pad_id)
+            batch = collate(sample[start:start + config.batch_size], pad_id)
             mask_holder["mask"] = batch["attention_mask"]
             loss = model(**batch, head_mask=head_mask).loss
             loss.backward()

@@ -19,7 +19,6 @@ def run_python(code: str, hub: FakeHub, tmp_path, **env) -> subprocess.Completed
 
 
 def test_push_uploads_every_ready_variant_with_card_and_report_and_pull_loads_them(built_presets, tmp_path):
-    presets = {task: p.name for task, p in built_presets.items()}
     setup = (
         "import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stdout)\n"
         "from tests.tiny import tiny_preset\nfrom models.showdown import Showdown\nfrom pathlib import Path\n"
