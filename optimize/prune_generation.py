@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -76,25 +77,22 @@ def _columns(linear: nn.Linear, index: torch.Tensor) -> nn.Linear:
     return out
 
 
-def prune(model, influence: torch.Tensor, neurons: torch.Tensor, config: DecoderPruneConfig):
-    """Drop the least influential layers (never the first or last) and the weakest FFN neurons."""
+def plan(influence: torch.Tensor, neurons: torch.Tensor, config: DecoderPruneConfig) -> tuple[list[int], dict[int, torch.Tensor]]:
+    """(dropped layers: the least influential, never the first or last; kept FFN neurons per
+    remaining layer, keyed by its new index: the strongest `ffn_kept`, in their original order)."""
     candidates = [i for i in influence.argsort().tolist() if 0 < i < len(influence) - 1]
-    dropped = set(candidates[: config.layers_dropped])
+    dropped = sorted(candidates[: config.layers_dropped])
     kept = [i for i in range(len(influence)) if i not in dropped]
-    for index in kept:
-        mlp = model.model.layers[index].mlp
-        keep = neurons[index].argsort(descending=True)[: config.ffn_kept].sort().values
-        mlp.gate_proj, mlp.up_proj = _rows(mlp.gate_proj, keep), _rows(mlp.up_proj, keep)
-        mlp.down_proj = _columns(mlp.down_proj, keep)
-    model.model.layers = nn.ModuleList(model.model.layers[i] for i in kept)
-    for new_index, layer in enumerate(model.model.layers):
-        layer.self_attn.layer_idx = new_index  # the KV cache is indexed by layer
-    model.config.num_hidden_layers = len(kept)
-    model.config.intermediate_size = config.ffn_kept
-    if getattr(model.config, "layer_types", None):
-        model.config.layer_types = [model.config.layer_types[i] for i in kept]
-    log.info("dropped layers %s; kept %d FFN neurons per layer", sorted(dropped), config.ffn_kept)
-    return model, sorted(dropped)
+    kept_neurons = {new: neurons[old].argsort(descending=True)[: config.ffn_kept].sort().values
+                    for new, old in enumerate(kept)}
+    return dropped, kept_neurons
+
+
+def prune(model, influence: torch.Tensor, neurons: torch.Tensor, config: DecoderPruneConfig):
+    dropped, kept_neurons = plan(influence, neurons, config)
+    prune_with_plan(model, dropped, kept_neurons)
+    log.info("dropped layers %s; kept %d FFN neurons per layer", dropped, config.ffn_kept)
+    return model, dropped
 
 
 def distillation_loss(student_logits, teacher_logits, temperature: float = 1.0) -> torch.Tensor:
@@ -103,3 +101,251 @@ def distillation_loss(student_logits, teacher_logits, temperature: float = 1.0) 
         torch.log_softmax(student_logits / temperature, -1).flatten(0, 1),
         torch.softmax(teacher_logits / temperature, -1).flatten(0, 1), reduction="batchmean",
     ) * temperature**2
+
+
+# --- recovery: LoRA adapters + RMSNorm gains, distilled from the unpruned model -----------------
+# Why LoRA and not full fine-tuning: the recovered weights are data-dependent and must be committed
+# (a fresh clone cannot retrain them), and committed weights are capped at 150 MB. The pruning plan
+# (dropped layers, kept neurons) plus rank-r adapters are a few MB; the pruned model is assembled
+# from the package's GGUF baseline at build time.
+
+class LoRALinear(nn.Module):
+    """y = W x + (B A x) · alpha / r, with W frozen."""
+
+    def __init__(self, base: nn.Linear, rank: int, alpha: float):
+        super().__init__()
+        self.base = base.requires_grad_(False)
+        self.scale = alpha / rank
+        self.lora_A = nn.Parameter(torch.randn(rank, base.in_features) / base.in_features**0.5)
+        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base(x) + (x @ self.lora_A.t() @ self.lora_B.t()) * self.scale
+
+    def merged(self) -> nn.Linear:
+        self.base.weight.data += (self.lora_B @ self.lora_A).to(self.base.weight.dtype) * self.scale
+        return self.base
+
+
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def add_lora(model, rank: int, alpha: float) -> None:
+    model.requires_grad_(False)
+    for layer in model.model.layers:
+        for parent in (layer.self_attn, layer.mlp):
+            for name in LORA_TARGETS:
+                if hasattr(parent, name):
+                    setattr(parent, name, LoRALinear(getattr(parent, name), rank, alpha))
+        for norm in (layer.input_layernorm, layer.post_attention_layernorm):
+            norm.weight.requires_grad_(True)
+
+
+def merge_lora(model) -> dict[str, torch.Tensor]:
+    """Merge adapters into the weights; return the delta to commit (adapters + norm gains)."""
+    delta = {}
+    for index, layer in enumerate(model.model.layers):
+        for parent_name in ("self_attn", "mlp"):
+            parent = getattr(layer, parent_name)
+            for name in LORA_TARGETS:
+                module = getattr(parent, name, None)
+                if isinstance(module, LoRALinear):
+                    key = f"layers.{index}.{parent_name}.{name}"
+                    delta[f"{key}.lora_A"] = module.lora_A.detach().clone()
+                    delta[f"{key}.lora_B"] = (module.lora_B.detach() * module.scale).clone()
+                    setattr(parent, name, module.merged())
+        for norm_name in ("input_layernorm", "post_attention_layernorm"):
+            delta[f"layers.{index}.{norm_name}.weight"] = getattr(layer, norm_name).weight.detach().clone()
+    model.requires_grad_(False)
+    return delta
+
+
+def apply_delta(model, delta: dict[str, torch.Tensor]) -> None:
+    """The inverse of merge_lora on a freshly pruned baseline: W += B·A, norm gains replaced."""
+    for key, value in delta.items():
+        if key.endswith(".lora_A"):
+            prefix = key[: -len(".lora_A")]
+            linear = model.model.get_submodule(prefix)
+            linear.weight.data += (delta[f"{prefix}.lora_B"].float() @ value.float()).to(linear.weight.dtype)
+        elif key.endswith("layernorm.weight"):
+            model.model.get_submodule(key[: -len(".weight")]).weight.data = value.to(torch.float32).clone()
+
+
+def prune_with_plan(model, dropped: list[int], kept_neurons: dict[int, torch.Tensor]):
+    """Reapply a recorded plan: drop `dropped` layers, keep `kept_neurons[new_index]` FFN neurons."""
+    kept = [i for i in range(len(model.model.layers)) if i not in set(dropped)]
+    model.model.layers = nn.ModuleList(model.model.layers[i] for i in kept)
+    for new_index, layer in enumerate(model.model.layers):
+        keep = kept_neurons[new_index]
+        layer.mlp.gate_proj, layer.mlp.up_proj = _rows(layer.mlp.gate_proj, keep), _rows(layer.mlp.up_proj, keep)
+        layer.mlp.down_proj = _columns(layer.mlp.down_proj, keep)
+        layer.self_attn.layer_idx = new_index
+    model.config.num_hidden_layers = len(kept)
+    model.config.intermediate_size = int(kept_neurons[0].numel())
+    if getattr(model.config, "layer_types", None):
+        model.config.layer_types = [model.config.layer_types[i] for i in kept]
+    return model
+
+
+@dataclass(frozen=True)
+class RecoveryConfig:
+    steps: int = 300
+    batch_size: int = 4
+    learning_rate: float = 1e-3
+    rank: int = 16
+    alpha: float = 32.0
+    seed: int = 42
+    threads: int = 2
+
+
+def recovery_texts(tokenizer, max_tokens: int) -> list[torch.Tensor]:
+    """Distillation data the project has offline: the SQuAD *training* articles, both as plain
+    Wikipedia paragraphs and as chat turns (a training question as the user turn, its paragraph as
+    the assistant turn), so the chat-template positions that serving uses are covered too. The
+    teacher's logits are the targets, so the text only has to be representative."""
+    from optimize import squad
+
+    articles = squad.load_articles()
+    data = squad.examples(articles, squad.ArticleSplit().train)
+    paragraphs = list(dict.fromkeys(e.context for e in data))
+    questions = {e.context: e.question for e in data}
+    texts = [tokenizer(p, return_tensors="pt").input_ids[:, :max_tokens] for p in paragraphs]
+    for paragraph in paragraphs:
+        chat = tokenizer.apply_chat_template(
+            [{"role": "user", "content": questions[paragraph]}, {"role": "assistant", "content": paragraph}],
+            tokenize=False)
+        texts.append(tokenizer(chat, return_tensors="pt").input_ids[:, :max_tokens])
+    return texts
+
+
+def _padded(batch: list[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    length = max(t.shape[1] for t in batch)
+    ids = torch.full((len(batch), length), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(batch), length), dtype=torch.long)
+    for row, t in enumerate(batch):
+        ids[row, : t.shape[1]], mask[row, : t.shape[1]] = t[0], 1
+    return ids, mask
+
+
+def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: RecoveryConfig) -> list[float]:
+    """KL(teacher || student) over every real token; AdamW on adapters and norm gains only."""
+    import math
+    import random
+
+    from optimize.train_qa import cpu_has_bf16
+
+    rng = random.Random(config.seed)
+    params = [p for p in student.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * step / config.steps)))
+    bf16, losses = cpu_has_bf16(), []
+    student.train()
+    for step in range(config.steps):
+        ids, mask = _padded(rng.sample(texts, config.batch_size), pad_id)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            with torch.inference_mode():
+                target = teacher(input_ids=ids, attention_mask=mask, use_cache=False).logits.float()
+            logits = student(input_ids=ids, attention_mask=mask, use_cache=False).logits.float()
+        keep = mask.bool()
+        loss = distillation_loss(logits[keep][None], target.clone()[keep][None])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad()
+        losses.append(float(loss))
+        if (step + 1) % 20 == 0:
+            log.info("recovery step %d/%d  KL %.4f", step + 1, config.steps, sum(losses[-20:]) / 20)
+    student.eval()
+    return losses
+
+
+PLAN_FILE, DELTA_FILE = "pruning.json", "recovery.safetensors"
+
+
+def _runner(model, tokenizer, path):
+    from models.runners import Runner
+    return Runner(task="generation", variant="pruned", runtime="torch", path=Path(path), tokenizer=tokenizer, model=model)
+
+
+def run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig,
+        output: Path = Path("weights/generation-smollm2-pruned")) -> dict:
+    """Rank, prune, recover, measure; write the plan and the delta (not the weights) to `output`."""
+    import random
+    import time
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from models.catalog import default_preset
+    from models.sources import resolve
+    from optimize.accuracy import generation_accuracy
+    from optimize.manifest import sha256
+
+    torch.set_num_threads(recovery_config.threads)
+    torch.manual_seed(recovery_config.seed)
+    preset = default_preset("generation")
+    baseline_dir = resolve(preset, preset.variant("baseline"))
+    tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
+    load = lambda: AutoModelForCausalLM.from_pretrained(baseline_dir, torch_dtype=torch.float32).eval()  # noqa: E731
+    teacher, student = load(), load()
+    texts = recovery_texts(tokenizer, prune_config.max_tokens)
+    calibration = random.Random(recovery_config.seed).sample(texts, prune_config.calibration_texts)
+    influence, neurons = importance(student, calibration)
+    dropped, kept_neurons = plan(influence, neurons, prune_config)
+    prune_with_plan(student, dropped, kept_neurons)
+    reference = _runner(teacher, tokenizer, baseline_dir)
+    before = generation_accuracy(_runner(student, tokenizer, output), reference)
+    log.info("dropped layers %s, %d FFN neurons kept; before recovery %s", dropped, prune_config.ffn_kept, before)
+    started = time.perf_counter()
+    add_lora(student, recovery_config.rank, recovery_config.alpha)
+    losses = recover(student, teacher, texts, tokenizer.pad_token_id, recovery_config)
+    delta = merge_lora(student)
+    after = generation_accuracy(_runner(student, tokenizer, output), reference)
+    log.info("after recovery %s", after)
+    result = {
+        "baseline": str(preset.variant("baseline").source.location),
+        "baseline_sha256": sha256(baseline_dir / "model.safetensors"),
+        "layers_kept": len(student.model.layers),
+        "layer_influence": [round(float(v), 5) for v in influence],
+        "prune": prune_config.__dict__, "recovery": recovery_config.__dict__,
+        "recovery_data": "SQuAD 2.0 training articles (0-11): paragraphs as plain text and as chat turns",
+        "recovery_seconds": round(time.perf_counter() - started),
+        "kl_first_last": [round(sum(losses[:20]) / 20, 4), round(sum(losses[-20:]) / 20, 4)],
+        "before_recovery": before, "after_recovery": after,
+    }
+    save_recovery(output, dropped, kept_neurons, delta, result)
+    return result
+
+
+def save_recovery(output: Path, dropped: list[int], kept_neurons: dict[int, torch.Tensor],
+                  delta: dict[str, torch.Tensor], details: dict) -> None:
+    """The committed part of a pruned decoder: plan (JSON) + kept-neuron indices and fp16 delta."""
+    import json
+
+    from safetensors.torch import save_file
+
+    output.mkdir(parents=True, exist_ok=True)
+    tensors = {f"ffn_kept.{i}": index.to(torch.int32).contiguous() for i, index in kept_neurons.items()}
+    tensors.update({k: v.to(torch.float16).contiguous() for k, v in delta.items()})
+    save_file(tensors, output / DELTA_FILE)
+    plan_data = {"dropped_layers": dropped, "ffn_kept": int(kept_neurons[0].numel()), **details}
+    (output / PLAN_FILE).write_text(json.dumps(plan_data, indent=2) + "\n")
+
+
+def assemble(baseline_dir: Path, recovery_dir: Path, output: Path) -> Path:
+    """Rebuild the pruned model from the baseline and a committed plan + delta (deterministic)."""
+    import json
+
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    plan_data = json.loads((recovery_dir / PLAN_FILE).read_text())
+    tensors = load_file(recovery_dir / DELTA_FILE)
+    kept_neurons = {int(k.split(".")[1]): v.long() for k, v in tensors.items() if k.startswith("ffn_kept.")}
+    model = AutoModelForCausalLM.from_pretrained(baseline_dir, torch_dtype=torch.float32).eval()
+    prune_with_plan(model, plan_data["dropped_layers"], kept_neurons)
+    apply_delta(model, {k: v for k, v in tensors.items() if not k.startswith("ffn_kept.")})
+    model.save_pretrained(output, safe_serialization=True)
+    AutoTokenizer.from_pretrained(baseline_dir).save_pretrained(output)
+    return output

