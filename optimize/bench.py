@@ -1,0 +1,419 @@
+"""`python -m optimize bench`: the project against what users would pick instead, in one run.
+
+Contenders, all from the project's own baseline weights:
+- `pipeline-fp32`: transformers `pipeline` in fp32 (what a new user writes);
+- `optimum-int8`: optimum's default ONNX export + `AutoQuantizationConfig.avx512_vnni(is_static=False)`
+  dynamic quantization, inside optimum's pipeline (what an informed user writes);
+- every ready project variant, through the app's own pre/post-processing (models/qa.py,
+  models/generation.py);
+- the app itself through gradio_client (round trip minus the latency the app reports = overhead).
+
+Protocol as in `report`: load once, warm up, rounds with a rotating order, p50/p95, ratios against
+the two outside contenders. Writes reports/bench.json and reports/bench.md.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from models import generation, qa
+from models.catalog import REPO_ROOT, artifacts_root
+from models.errors import VariantUnavailable
+from models.reports import REPORTS_DIR
+from models.runners import cpu_threads
+from models.showdown import Showdown
+from optimize.report import QA_QUESTION, machine, percentile, qa_context
+
+log = logging.getLogger("optimize.bench")
+GENERATION_PROMPT_WORDS = ("Read the following notes and then write a short story about a robot who learns to bake "
+                           "bread in a small village bakery. ")
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    qa_tokens: tuple[int, ...] = (128, 384)
+    long_document_words: int = 5000
+    qa_rounds: int = 20
+    long_rounds: int = 3
+    generation_prompt_tokens: int = 128
+    new_tokens: int = 64
+    generation_rounds: int = 3
+    warmup: int = 2
+    app_rounds: int = 20
+    app: bool = True
+
+
+@dataclass
+class Result:
+    workload: str
+    contender: str
+    latency_p50_ms: float
+    latency_p95_ms: float
+    tokens_per_s: float | None = None
+    ttft_ms: float | None = None
+    answer: str = ""
+    notes: str = ""
+
+
+@dataclass
+class Bench:
+    machine: dict
+    config: dict
+    results: list[Result] = field(default_factory=list)
+    ratios: dict[str, float] = field(default_factory=dict)
+    memory: dict = field(default_factory=dict)
+    created: str = ""
+
+
+# --- the outside contenders ------------------------------------------------------------------------
+
+def optimum_int8_dir(task: str, baseline_dir: Path) -> Path:
+    """optimum's default export + avx512_vnni dynamic quantization, built once into the artifacts cache."""
+    from optimum.onnxruntime import ORTModelForCausalLM, ORTModelForQuestionAnswering, ORTQuantizer
+    from optimum.onnxruntime.configuration import AutoQuantizationConfig
+
+    target = artifacts_root() / "bench" / f"{task}-optimum-int8"
+    if (target / "done").exists():
+        return target
+    cls = ORTModelForQuestionAnswering if task == "qa" else ORTModelForCausalLM
+    exported = target.with_name(target.name + "-fp32")
+    model = cls.from_pretrained(baseline_dir, export=True, **({} if task == "qa" else {"use_cache": True}))
+    model.save_pretrained(exported)
+    quantizer = ORTQuantizer.from_pretrained(exported)
+    quantizer.quantize(save_dir=target, quantization_config=AutoQuantizationConfig.avx512_vnni(is_static=False))
+    from transformers import AutoTokenizer
+    AutoTokenizer.from_pretrained(baseline_dir).save_pretrained(target)
+    (target / "done").write_text("ok\n")
+    return target
+
+
+def qa_pipelines(baseline_dir: Path) -> dict[str, Callable[[str, str], str]]:
+    from optimum.onnxruntime import ORTModelForQuestionAnswering
+    from optimum.pipelines import pipeline as optimum_pipeline
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer, pipeline
+
+    tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
+    fp32 = pipeline("question-answering", model=AutoModelForQuestionAnswering.from_pretrained(baseline_dir),
+                    tokenizer=tokenizer, device="cpu")
+    int8_dir = optimum_int8_dir("qa", baseline_dir)
+    int8 = optimum_pipeline("question-answering", model=ORTModelForQuestionAnswering.from_pretrained(
+        int8_dir, file_name="model_quantized.onnx"), tokenizer=tokenizer, accelerator="ort")
+    # SQuAD 2.0: the pipelines may answer "no answer" too, as the project's runners do
+    return {name: (lambda pipe: lambda question, context: pipe(
+        question=question, context=context, handle_impossible_answer=True)["answer"])(pipe)
+        for name, pipe in (("pipeline-fp32", fp32), ("optimum-int8", int8))}
+
+
+def generation_contenders(baseline_dir: Path) -> dict[str, Callable[[str, int], dict]]:
+    """Both through a streamer so time to first token is measured the same way as for the project."""
+    from optimum.onnxruntime import ORTModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from models.runners import Runner
+
+    tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
+    fp32 = AutoModelForCausalLM.from_pretrained(baseline_dir, dtype=torch.float32).eval()
+    int8 = ORTModelForCausalLM.from_pretrained(optimum_int8_dir("generation", baseline_dir),
+                                               file_name="model_quantized.onnx", use_cache=True)
+    runners = {"pytorch-fp32-kv-cache": Runner("generation", "pytorch-fp32", "torch", baseline_dir, tokenizer, fp32),
+               "optimum-int8": Runner("generation", "optimum-int8", "onnxruntime", baseline_dir, tokenizer, int8)}
+    return {name: (lambda r: lambda prompt, n: generation.generate(r, prompt, n))(runner)
+            for name, runner in runners.items()}
+
+
+# --- workloads ------------------------------------------------------------------------------------
+
+def long_document(words: int) -> str:
+    """~`words` words of held-out Wikipedia (SQuAD test articles) with the seed story in the middle."""
+    from models.showdown import SEED_CONTEXT_LONG as SEED_CONTEXT
+    from optimize.accuracy import test_examples
+
+    data = test_examples() or []
+    paragraphs = list(dict.fromkeys(e.context for e in data)) or [SEED_CONTEXT]
+    text: list[str] = []
+    while len(text) < words:
+        for paragraph in paragraphs:
+            text.extend(paragraph.split())
+            if len(text) >= words // 2 and SEED_CONTEXT.split()[0] not in text:
+                text.extend(SEED_CONTEXT.split())
+            if len(text) >= words:
+                break
+    return " ".join(text[:words])
+
+
+def generation_prompt(tokenizer, tokens: int) -> str:
+    words = GENERATION_PROMPT_WORDS.split()
+    count = len(words)
+    while len(tokenizer(" ".join(words[i % len(words)] for i in range(count + 1))).input_ids) <= tokens:
+        count += 1
+    return " ".join(words[i % len(words)] for i in range(count))
+
+
+def timed_rounds(contenders: dict[str, Callable[[], object]], rounds: int, warmup: int) -> dict[str, list]:
+    """Warm up each, then `rounds` rounds with a rotating order; (seconds, output) per call."""
+    for call in contenders.values():
+        for _ in range(warmup):
+            call()
+    names = list(contenders)
+    out: dict[str, list] = {name: [] for name in names}
+    for round_index in range(rounds):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            started = time.perf_counter()
+            value = contenders[name]()
+            out[name].append((time.perf_counter() - started, value))
+    return out
+
+
+def _result(workload: str, name: str, runs: list) -> Result:
+    ms = [1000 * seconds for seconds, _ in runs]
+    value = runs[-1][1]
+    result = Result(workload, name, percentile(ms, 50), percentile(ms, 95))
+    if isinstance(value, dict) and "tokens_per_s" in value:
+        result.tokens_per_s = percentile([v["tokens_per_s"] for _, v in runs], 50)
+        result.ttft_ms = percentile([v["ttft_ms"] for _, v in runs], 50)
+        result.answer = value["text"][:80]
+    elif isinstance(value, dict):
+        result.answer = value.get("answer", "")
+    else:
+        result.answer = str(value)
+    return result
+
+
+def bench_qa(showdown: Showdown, config: BenchConfig) -> list[Result]:
+    baseline_dir = showdown.runner("qa", "baseline").path
+    outside = qa_pipelines(baseline_dir)
+    project = {}
+    for variant in ("baseline", "optimized", "pruned", "pruned-optimized"):
+        try:
+            project[variant] = showdown.runner("qa", variant)
+        except VariantUnavailable as error:
+            log.info("qa/%s not benchmarked: %s", variant, error)
+    tokenizer = project["baseline"].tokenizer
+    workloads = [(f"QA ~{n} tokens", qa_context(tokenizer, n), config.qa_rounds) for n in config.qa_tokens]
+    workloads.append((f"QA {config.long_document_words}-word document (stride)",
+                      long_document(config.long_document_words), config.long_rounds))
+    results = []
+    for workload, context, rounds in workloads:
+        contenders = {name: (lambda f: lambda: f(QA_QUESTION, context))(f) for name, f in outside.items()}
+        contenders.update({variant: (lambda r: lambda: qa.answer(r, QA_QUESTION, context))(runner)
+                           for variant, runner in project.items()})
+        timings = timed_rounds(contenders, rounds, config.warmup)
+        results += [_result(workload, name, runs) for name, runs in timings.items()]
+        log.info("%s done", workload)
+    return results
+
+
+def bench_generation(showdown: Showdown, config: BenchConfig) -> list[Result]:
+    baseline = showdown.runner("generation", "baseline")
+    prompt = generation_prompt(baseline.tokenizer, config.generation_prompt_tokens)
+    contenders = {name: (lambda f: lambda: f(prompt, config.new_tokens))(f)
+                  for name, f in generation_contenders(baseline.path).items()}
+    for variant in ("baseline", "optimized", "pruned", "pruned-optimized"):
+        try:
+            runner = showdown.runner("generation", variant)
+        except VariantUnavailable as error:
+            log.info("generation/%s not benchmarked: %s", variant, error)
+            continue
+        contenders[variant] = (lambda r: lambda: generation.generate(r, prompt, config.new_tokens))(runner)
+    workload = f"generation, ~{config.generation_prompt_tokens}-token prompt, {config.new_tokens} new tokens greedy"
+    timings = timed_rounds(contenders, config.generation_rounds, 1)
+    return [_result(workload, name, runs) for name, runs in timings.items()]
+
+
+# --- the app through gradio_client ------------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def bench_app(variant: str, config: BenchConfig) -> Result:
+    """QA at ~384 tokens through the running app: overhead = round trip − the app's own total."""
+
+    port = _free_port()
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", "SHOWDOWN_BUILD": "0"}
+    server = subprocess.Popen([sys.executable, "app.py"], cwd=REPO_ROOT, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        client = _connect(f"http://127.0.0.1:{port}/", server)
+        from transformers import AutoTokenizer
+        tokenizer = AutoTokenizer.from_pretrained(REPO_ROOT / "weights" / "qa-minilm-squad2")
+        context = qa_context(tokenizer, 384)
+        trips, overheads = [], []
+        for index in range(config.warmup + config.app_rounds):
+            started = time.perf_counter()
+            answer = client.predict(context, QA_QUESTION, variant, api_name="/qa")
+            trip = 1000 * (time.perf_counter() - started)
+            if index >= config.warmup:
+                trips.append(trip)
+                overheads.append(trip - answer["latency_ms"]["total"])
+        return Result(f"app round trip, QA ~384 tokens, {variant}", "app (gradio_client)",
+                      percentile(trips, 50), percentile(trips, 95), answer=answer["answer"],
+                      notes=f"overhead p50 {percentile(overheads, 50):.1f} ms, p95 {percentile(overheads, 95):.1f} ms")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _connect(url: str, server: subprocess.Popen, timeout_s: float = 120):
+    from gradio_client import Client
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return Client(url, verbose=False, download_files=False)
+        except Exception:  # noqa: BLE001 - not listening yet
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the app did not start at {url}") from None
+            time.sleep(0.5)
+
+
+# --- the physical limit for decoding --------------------------------------------------------------
+
+def memory_bandwidth_gbs(megabytes: int = 512, repeats: int = 5) -> float:
+    """Measured copy bandwidth (read + write) with this process's threads: the roof for decoding,
+    which reads every weight once per token."""
+    source = torch.ones(megabytes * 2**20 // 4)
+    target = torch.empty_like(source)
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        target.copy_(source)
+        best = min(best, time.perf_counter() - started)
+    return 2 * source.numel() * 4 / best / 1e9
+
+
+def weight_bytes(path: Path) -> int:
+    """Bytes of weights a decode step reads: every initializer except the input embedding gather."""
+    import onnx
+
+    model = onnx.load(str(path / "model.onnx"), load_external_data=False)
+    total = 0
+    for tensor in model.graph.initializer:
+        if "embed_tokens" in tensor.name:
+            continue
+        total += int(np.prod(tensor.dims)) * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    return total
+
+
+# --- the run --------------------------------------------------------------------------------------
+
+TARGETS = {  # issue 4: ratios measured in one run on a 2-core CPU
+    "qa384_vs_pipeline_fp32": 6.0, "qa384_vs_optimum_int8": 1.3,
+    "generation_vs_pytorch_fp32": 5.0, "generation_vs_optimum_int8": 1.3,
+}
+APP_OVERHEAD_TARGET_MS = 10.0
+
+
+def outside_f1(baseline_dir: Path) -> dict[str, float]:
+    """Held-out F1 of the outside QA contenders (their own null handling), for 'at equal F1'."""
+    from optimize import squad
+    from optimize.accuracy import test_examples
+
+    data = test_examples()
+    if not data:
+        return {}
+    out = {}
+    for name, answer in qa_pipelines(baseline_dir).items():
+        predictions = {e.id: answer(e.question, e.context) for e in data}
+        out[name] = round(squad.evaluate(data, predictions)["overall_f1"], 2)
+    return out
+
+
+def ratios(results: list[Result], best: str = "pruned-optimized") -> dict[str, float]:
+    def p50(workload_prefix: str, contender: str) -> float | None:
+        for r in results:
+            if r.workload.startswith(workload_prefix) and r.contender == contender:
+                return r.tokens_per_s if r.tokens_per_s is not None else r.latency_p50_ms
+        return None
+
+    out = {}
+    qa_best, gen_best = p50("QA ~384", best), p50("generation", best)
+    for name, contender in (("pipeline_fp32", "pipeline-fp32"), ("optimum_int8", "optimum-int8")):
+        other = p50("QA ~384", contender)
+        if qa_best and other:
+            out[f"qa384_vs_{name}"] = round(other / qa_best, 2)
+    for name, contender in (("pytorch_fp32", "pytorch-fp32-kv-cache"), ("optimum_int8", "optimum-int8")):
+        other = p50("generation", contender)
+        if gen_best and other:
+            out[f"generation_vs_{name}"] = round(gen_best / other, 2)
+    return out
+
+
+def markdown(bench: Bench) -> str:
+    m = bench.machine
+    lines = [f"# Benchmark — {bench.created}", "",
+             f"{m.get('cpu')}, {m.get('cores')} cores, {m.get('threads')} threads; "
+             + ", ".join(f"{k} {v}" for k, v in m.get("versions", {}).items()), "",
+             "| workload | contender | p50 (ms) | p95 (ms) | tokens/s | TTFT (ms) | answer / notes |",
+             "|---|---|---|---|---|---|---|"]
+    for r in bench.results:
+        tokens = f"{r.tokens_per_s:.1f}" if r.tokens_per_s is not None else ""
+        ttft = f"{r.ttft_ms:.0f}" if r.ttft_ms is not None else ""
+        note = (r.answer.replace("|", "/").replace("\n", " ") + (f" ({r.notes})" if r.notes else "")).strip()
+        lines.append(f"| {r.workload} | {r.contender} | {r.latency_p50_ms:.1f} | {r.latency_p95_ms:.1f} | "
+                     f"{tokens} | {ttft} | {note} |")
+    lines += ["", "| ratio (pruned-optimized vs …) | measured | target |", "|---|---|---|"]
+    for name, value in bench.ratios.items():
+        target = TARGETS.get(name)
+        mark = "" if target is None else (" ✅" if value >= target else " ❌")
+        lines.append(f"| {name} | {value:.2f}x{mark} | {f'≥ {target}x' if target else ''} |")
+    if "app_overhead_p50_ms" in bench.memory:
+        value = bench.memory["app_overhead_p50_ms"]
+        lines.append(f"| app overhead p50 | {value:.1f} ms{' ✅' if value <= APP_OVERHEAD_TARGET_MS else ' ❌'} "
+                     f"| ≤ {APP_OVERHEAD_TARGET_MS:.0f} ms |")
+    if bench.memory.get("bandwidth_gbs"):
+        mem = bench.memory
+        lines += ["", f"Decoding vs the memory roof: measured copy bandwidth {mem['bandwidth_gbs']:.1f} GB/s; "
+                      + "; ".join(f"{k}: {v['weight_mb']:.0f} MB/token × {v['tokens_per_s']:.1f} tok/s = "
+                                  f"{v['gbs']:.2f} GB/s ({v['pct_of_roof']:.0f}% of the roof)"
+                                  for k, v in mem.get("decode", {}).items())]
+    if bench.memory.get("f1"):
+        lines += ["", "Held-out F1 (test articles): " + ", ".join(f"{k} {v}" for k, v in bench.memory["f1"].items())]
+    return "\n".join(lines) + "\n"
+
+
+def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "generation"),
+        output: Path = REPORTS_DIR) -> Bench:
+    torch.set_num_threads(cpu_threads())
+    showdown = Showdown.from_environment()
+    bench = Bench(machine=machine(), config=asdict(config), created=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    if "qa" in tasks:
+        bench.results += bench_qa(showdown, config)
+        baseline_dir = showdown.runner("qa", "baseline").path
+        bench.memory["f1"] = {**outside_f1(baseline_dir), **{
+            v: showdown.variant_status("qa", v)["accuracy"].get("overall_f1") for v in ("baseline", "optimized", "pruned", "pruned-optimized")}}
+        if config.app:
+            best = "pruned-optimized" if showdown.variant_status("qa", "pruned-optimized")["status"] == "ready" else "optimized"
+            app_result = bench_app(best, config)
+            bench.results.append(app_result)
+            bench.memory["app_overhead_p50_ms"] = float(app_result.notes.split()[2])
+    if "generation" in tasks:
+        bench.results += bench_generation(showdown, config)
+        bandwidth = memory_bandwidth_gbs()
+        bench.memory.update(bandwidth_gbs=bandwidth, decode={})
+        for r in bench.results:
+            if r.workload.startswith("generation") and r.tokens_per_s and r.contender in ("optimized", "pruned-optimized"):
+                mb = weight_bytes(showdown.runner("generation", r.contender).path) / 1e6
+                gbs = mb * r.tokens_per_s / 1e3
+                bench.memory["decode"][r.contender] = {"weight_mb": mb, "tokens_per_s": r.tokens_per_s, "gbs": gbs,
+                                                       "pct_of_roof": 100 * gbs / bandwidth}
+    bench.ratios = ratios(bench.results)
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "bench.json").write_text(json.dumps(asdict(bench), indent=2) + "\n")
+    (output / "bench.md").write_text(markdown(bench))
+    print(markdown(bench))
+    return bench
