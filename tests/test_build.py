@@ -58,3 +58,23 @@ def test_up_to_date_build_is_skipped_and_force_rebuilds(built_presets):
     assert any("exporting" in m for m in messages)
     assert json.loads((preset.built_dir("optimized") / "manifest.json").read_text())["created"] >= before
     assert not preset.built_dir("optimized").with_name("optimized.partial").exists()
+
+
+def test_lean_onnx_decoder_emits_the_same_tokens_as_transformers_generate(built_presets):
+    """models/decoding.py replaces transformers' generate loop for ONNX decoders: it must produce
+    the very same greedy tokens, through the streamer too."""
+    target = built_presets["generation"].built_dir("optimized")
+    optimized = load_runner("generation", "optimized", "onnxruntime", target)
+    assert optimized.decoder is not None
+    for prompt in ("Hello there", "The quick brown fox", "a b c d e f g"):
+        ids = generation.preprocess(optimized.tokenizer, prompt)
+        lean = optimized.generate(ids, 12)
+        decoder, optimized.decoder = optimized.decoder, None
+        reference = optimized.generate(ids, 12)
+        optimized.decoder = decoder
+        assert lean.tolist() == reference.tolist()
+    ids = generation.preprocess(optimized.tokenizer, "Hello there")
+    expected = optimized.generate(ids, 12)[0, ids.shape[1]:].tolist()
+    streamed = generation.generate(optimized, "Hello there", 12)
+    assert streamed["new_tokens"] == len(expected)
+    assert streamed["text"] == optimized.tokenizer.decode(expected, skip_special_tokens=True)
