@@ -9,25 +9,37 @@ array read back is the last position's logits.
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
 import numpy as np
 import torch
 
 
 class GreedyDecoder:
-    def __init__(self, session, eos_token_ids: set[int]):
+    def __init__(self, session, eos_token_ids: set[int], kv_heads: int | None = None, head_dim: int | None = None):
         import onnxruntime
 
         self.session = session
         self.ortvalue = onnxruntime.OrtValue
         inputs = {i.name: i for i in session.get_inputs()}
         self.past_names = [n for n in inputs if n.startswith("past_key_values.")]
-        self.present_names = [o.name for o in session.get_outputs() if o.name.startswith("present")]
+        # present.N.key of one step is past_key_values.N.key of the next (matched by name, not order)
+        self.present_names = [n.replace("past_key_values.", "present.") for n in self.past_names]
         self.has_position_ids = "position_ids" in inputs
-        first = inputs[self.past_names[0]]
-        self.empty_past = np.zeros((1, first.shape[1], 0, first.shape[3]), dtype=np.float32)
+        _, heads, _, dim = inputs[self.past_names[0]].shape  # symbolic in some exports: then from the config
+        heads, dim = heads if isinstance(heads, int) else kv_heads, dim if isinstance(dim, int) else head_dim
+        self.empty_past = np.zeros((1, heads, 0, dim), dtype=np.float32)
         self.eos_token_ids = eos_token_ids
 
     def _step(self, binding, ids: np.ndarray, past, past_length: int):
+        self._bind(binding, ids, past, past_length)
+        self.session.run_with_iobinding(binding)
+        outputs = binding.get_outputs()
+        return int(outputs[0].numpy()[0, -1].argmax()), outputs[1:]
+
+    def _bind(self, binding, ids: np.ndarray, past, past_length: int) -> None:
         binding.clear_binding_inputs()
         binding.clear_binding_outputs()
         length = ids.shape[1]
@@ -40,9 +52,15 @@ class GreedyDecoder:
         binding.bind_output("logits")
         for name in self.present_names:
             binding.bind_output(name)
+
+    def logits(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Logits at every position of `input_ids` (one pass, empty past): teacher-forced accuracy."""
+        binding = self.session.io_binding()
+        past = [self.ortvalue.ortvalue_from_numpy(self.empty_past)] * len(self.past_names)
+        ids = input_ids.numpy().astype(np.int64)
+        self._bind(binding, ids, past, 0)
         self.session.run_with_iobinding(binding)
-        outputs = binding.get_outputs()
-        return int(outputs[0].numpy()[0, -1].argmax()), outputs[1:]
+        return torch.from_numpy(binding.get_outputs()[0].numpy())
 
     def generate(self, input_ids: torch.Tensor, max_new_tokens: int, streamer=None) -> torch.Tensor:
         """Same contract as transformers' greedy `generate` with a streamer: the prompt, then
@@ -66,3 +84,24 @@ class GreedyDecoder:
         if streamer is not None:
             streamer.end()
         return torch.cat([input_ids, torch.tensor([generated], dtype=input_ids.dtype)], dim=1)
+
+
+class OnnxCausalLM:
+    """An exported decoder (optimum's or ONNX Runtime GenAI's model builder's graph) as a runner's
+    model: `__call__` gives full-sequence logits like a transformers model, `decoder` generates."""
+
+    def __init__(self, path: Path, session_options, provider: str):
+        import onnxruntime
+
+        config = json.loads((path / "config.json").read_text())
+        self.session = onnxruntime.InferenceSession(str(path / "model.onnx"), session_options, providers=[provider])
+        generation_config = path / "generation_config.json"
+        configured = json.loads(generation_config.read_text()).get("eos_token_id") if generation_config.exists() else None
+        configured = configured if configured is not None else config.get("eos_token_id")
+        eos = set(configured if isinstance(configured, list) else [configured] if configured is not None else [])
+        heads = config["num_attention_heads"]
+        self.decoder = GreedyDecoder(self.session, eos, kv_heads=config.get("num_key_value_heads", heads),
+                                     head_dim=config.get("head_dim") or config["hidden_size"] // heads)
+
+    def __call__(self, input_ids: torch.Tensor, **_ignored) -> SimpleNamespace:
+        return SimpleNamespace(logits=self.decoder.logits(input_ids))

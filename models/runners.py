@@ -1,7 +1,8 @@
 """One runner interface over PyTorch (transformers) and ONNX Runtime (optimum ORTModelFor*).
 
 A runner loads a variant once and only runs the model: `qa_logits` for QA, `generate` for
-generation. Tokenisation, span selection, chat templates and decoding live in models/qa.py and
+generation (ONNX decoders through models/decoding.py: optimum's generate wrapper cost as much
+time per token as the model itself). Tokenisation, span selection, chat templates and decoding live in models/qa.py and
 models/generation.py and are shared by every runner, so the comparison is fair.
 """
 from __future__ import annotations
@@ -35,12 +36,6 @@ class Runner:
     tokenizer: Any
     model: Any
     qa_config: QAConfig = field(default_factory=QAConfig)
-    decoder: Any = None  # ONNX decoders: models.decoding.GreedyDecoder on the model's session
-
-    def __post_init__(self) -> None:
-        if self.task == "generation" and self.runtime == "onnxruntime" and hasattr(self.model, "session"):
-            from models.decoding import GreedyDecoder
-            self.decoder = GreedyDecoder(self.model.session, eos_token_ids(self.model, self.tokenizer))
 
     def qa_logits(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Start and end logits, float32 [windows, tokens]."""
@@ -52,19 +47,13 @@ class Runner:
     def generate(self, input_ids: torch.Tensor, max_new_tokens: int, streamer=None) -> torch.Tensor:
         """Greedy decoding with the KV cache: transformers' generate loop for PyTorch, the lean
         IO-bound loop of models/decoding.py for ONNX Runtime (same tokens, half the overhead)."""
-        if self.decoder is not None:
-            return self.decoder.generate(input_ids, max_new_tokens, streamer=streamer)
+        if self.runtime == "onnxruntime":
+            return self.model.decoder.generate(input_ids, max_new_tokens, streamer=streamer)
         with torch.inference_mode():
             return self.model.generate(
                 input_ids=input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=max_new_tokens,
                 do_sample=False, use_cache=True, streamer=streamer, pad_token_id=self.tokenizer.eos_token_id,
             )
-
-
-def eos_token_ids(model, tokenizer) -> set[int]:
-    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    ids = set(configured if isinstance(configured, list) else [configured] if configured is not None else [])
-    return ids | ({tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set())
 
 
 def torch_qa_logits(model, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -118,12 +107,13 @@ def providers() -> list[str]:
 
 
 def _load_onnx(task: Task, path: Path):
-    from optimum.onnxruntime import ORTModelForCausalLM, ORTModelForQuestionAnswering
+    from optimum.onnxruntime import ORTModelForQuestionAnswering
+
+    from models.decoding import OnnxCausalLM
 
     if not (Path(path) / ONNX_FILE).exists():
         raise VariantUnavailable(f"{path} has no {ONNX_FILE}")
     if task == "qa":
         return ORTModelForQuestionAnswering.from_pretrained(
             path, file_name=ONNX_FILE, session_options=session_options(), provider=providers()[0])
-    return ORTModelForCausalLM.from_pretrained(
-        path, file_name=ONNX_FILE, use_cache=True, session_options=session_options(), provider=providers()[0])
+    return OnnxCausalLM(Path(path), session_options(), providers()[0])

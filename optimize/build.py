@@ -37,20 +37,48 @@ class OnnxRecipe:
     per_channel: bool = False
     reduce_range: bool = False
     weight_only_bits: int | None = None  # MatMulNBits weight-only INT8 instead of dynamic W8A8
+    block_size: int = 32  # MatMulNBits block
     opset: int | None = None
+    exporter: str = "optimum"  # or "genai-builder": ONNX Runtime GenAI's model builder (decoders)
 
 
 def default_recipe(task: str) -> OnnxRecipe:
-    """Measured here on SmolLM2 (teacher-forced greedy agreement with fp32 on held-out prompts):
-    dynamic W8A8 agrees on ~60% of tokens (per-tensor activations cannot hold a decoder's
-    outlier features; per-channel weights produced garbage text), weight-only INT8 with blockwise
-    int8 compute (MatMulNBits, block 32, accuracy level 4) on 97.8%. On the QA encoder at 384
-    tokens MatMulNBits was slower than PyTorch (0.85x; it is a decode-time kernel), so QA keeps
-    dynamic W8A8 with per-channel weights and 7-bit range (no VNNI here): 1.41x, F1 −0.8, same
-    answer as fp32 on 90.3% of held-out questions (per-tensor: 76.8%)."""
+    """Measured on this project's defaults (2-core AVX-512 CPUs; numbers in the README).
+
+    Generation (SmolLM2): optimum's export leaves 3,714 nodes per decode step (unfused rotary
+    attention and shape arithmetic); ONNX Runtime GenAI's model builder writes the same model as
+    341 nodes (GroupQueryAttention, SkipSimplifiedLayerNorm, MatMulNBits): 135 vs 84 tok/s with the
+    same decoder loop. Dynamic W8A8 agreed with fp32 on ~60% of greedy tokens (per-channel: garbage),
+    weight-only INT8 with int8 compute on 97.8% with blocks of 32 and 98.2% with blocks of 16.
+    QA (MiniLM encoder): optimum export + ORT fusions + dynamic W8A8 per-channel INT8; MatMulNBits
+    was slower than PyTorch at 384 tokens (0.85x; it is a decode-time kernel)."""
     if task == "generation":
-        return OnnxRecipe(weight_only_bits=8)
-    return OnnxRecipe(per_channel=True, reduce_range=True)
+        return OnnxRecipe(weight_only_bits=8, block_size=16, exporter="genai-builder")
+    return OnnxRecipe(per_channel=True, reduce_range=not cpu_has_vnni())
+
+
+def cpu_has_vnni() -> bool:
+    """Without VNNI, u8×s8 products can saturate: ONNX Runtime's advice is reduce_range (7-bit weights)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_vnni" in flags or "avx_vnni" in flags or "amx_int8" in flags
+
+
+def genai_build(source: Path, output: Path, recipe: OnnxRecipe, cuda: bool) -> Path:
+    """ONNX Runtime GenAI's model builder: fused decoder graph + weight-only INT8 (FP16 on CUDA)."""
+    import subprocess
+    import sys
+
+    precision, provider = ("fp16", "cuda") if cuda else (f"int{recipe.weight_only_bits or 8}" if recipe.quantize else "fp32", "cpu")
+    command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(source), "-o", str(output),
+               "-p", precision, "-e", provider, "-c", str(output.parent / "builder-cache"),
+               "--extra_options", "shared_embeddings=false", f"block_size={recipe.block_size}", "accuracy_level=4"]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not (output / ONNX_FILE).exists():
+        raise RuntimeError(f"onnxruntime-genai model builder failed: {done.stderr[-2000:]}")
+    return output / ONNX_FILE
 
 
 def source_fingerprint(directory: Path) -> str:
@@ -99,15 +127,15 @@ def quantize_dynamic(onnx_dir: Path, output: Path, recipe: OnnxRecipe) -> Path:
     return output / ONNX_FILE
 
 
-def quantize_weight_only(onnx_dir: Path, output: Path, bits: int) -> Path:
-    """Weight-only quantization (MatMulNBits): weights in `bits` bits with a scale per block of
-    32, activations quantized per block at run time (accuracy level 4) instead of per tensor."""
+def quantize_weight_only(onnx_dir: Path, output: Path, bits: int, block_size: int = 32) -> Path:
+    """Weight-only quantization (MatMulNBits): weights in `bits` bits with a scale per block,
+    activations quantized per block at run time (accuracy level 4) instead of per tensor."""
     import onnx
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     output.mkdir(parents=True, exist_ok=True)
     # measured on SmolLM2: 97.8% greedy agreement; keeping the LM head fp32 did not help (97.5%)
-    quantizer = MatMulNBitsQuantizer(onnx.load(onnx_dir / ONNX_FILE), bits=bits, block_size=32, is_symmetric=True,
+    quantizer = MatMulNBitsQuantizer(onnx.load(onnx_dir / ONNX_FILE), bits=bits, block_size=block_size, is_symmetric=True,
                                      accuracy_level=4)
     quantizer.process()
     quantizer.model.save_model_to_file(str(output / ONNX_FILE), use_external_data_format=False)
@@ -115,9 +143,9 @@ def quantize_weight_only(onnx_dir: Path, output: Path, bits: int) -> Path:
 
 
 def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = None, force: bool = False,
-               progress: Progress = log.info, evaluate: bool = True, strict: bool = False) -> Path:
-    """Build an ONNX Runtime variant of `preset` from the variant it is built from. Missed
-    accuracy gates are recorded in the manifest and shown by the app; `strict` fails the build."""
+               progress: Progress = log.info, evaluate: bool = True, strict: bool = True) -> Path:
+    """Build an ONNX Runtime variant of `preset` from the variant it is built from. A missed
+    accuracy gate fails the build (nothing is published); `strict=False` records it instead."""
     recipe = recipe or default_recipe(preset.task)
     variant = preset.variant(variant_name)
     source = resolve(preset, preset.variant(variant.built_from))
@@ -132,21 +160,13 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = No
     steps = []
     with atomic_dir(target) as staging:
         work = staging / "work"
-        progress(f"{preset.name}/{variant_name}: exporting {variant.built_from} to ONNX")
-        current = export(source, work / "export", preset.task, recipe.opset)
-        steps.append(f"export-onnx (optimum, task {EXPORT_TASKS[preset.task]})")
-        if recipe.optimization_level:
-            progress(f"{preset.name}/{variant_name}: ORT graph optimization level {recipe.optimization_level}")
-            current = graph_optimize(current.parent, work / "optimized", recipe.optimization_level, cuda)
-            steps.append(f"graph-optimize (level {recipe.optimization_level}{', fp16' if cuda else ''})")
-        if recipe.quantize and not cuda and recipe.weight_only_bits:
-            progress(f"{preset.name}/{variant_name}: weight-only INT{recipe.weight_only_bits} quantization")
-            current = quantize_weight_only(current.parent, work / "quantized", recipe.weight_only_bits)
-            steps.append(f"quantize-weight-only-int{recipe.weight_only_bits} (MatMulNBits, block 32, accuracy level 4)")
-        elif recipe.quantize and not cuda:
-            progress(f"{preset.name}/{variant_name}: dynamic INT8 quantization")
-            current = quantize_dynamic(current.parent, work / "quantized", recipe)
-            steps.append(f"quantize-dynamic-int8 (per_channel={recipe.per_channel}, reduce_range={recipe.reduce_range})")
+        if recipe.exporter == "genai-builder":
+            progress(f"{preset.name}/{variant_name}: ONNX Runtime GenAI model builder (fused graph, INT8 weights)")
+            current = genai_build(source, work / "genai", recipe, cuda)
+            weights = "fp16" if cuda else f"MatMulNBits int{recipe.weight_only_bits} block {recipe.block_size}" if recipe.quantize else "fp32"
+            steps.append(f"export+fuse+quantize (onnxruntime-genai model builder: GroupQueryAttention, {weights})")
+        else:
+            current = _optimum_steps(source, work, preset, variant, recipe, cuda, steps, progress)
         for path in current.parent.iterdir():
             if path.name.startswith(ONNX_FILE):
                 shutil.move(path, staging / path.name)
@@ -164,6 +184,29 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = No
                        inputs=inputs, size_bytes=size_bytes(staging), preset=preset.name, variant=variant_name)
     progress(f"{preset.name}/{variant_name}: ready ({size_bytes(target) / 1e6:.1f} MB) {json.dumps(metrics)}")
     return target
+
+
+def _optimum_steps(source: Path, work: Path, preset: Preset, variant, recipe: OnnxRecipe, cuda: bool,
+                   steps: list[str], progress: Progress) -> Path:
+    """optimum export → ORT graph optimization → INT8 (CPU); returns the final model path."""
+    name = f"{preset.name}/{variant.name}"
+    progress(f"{name}: exporting {variant.built_from} to ONNX")
+    current = export(source, work / "export", preset.task, recipe.opset)
+    steps.append(f"export-onnx (optimum, task {EXPORT_TASKS[preset.task]})")
+    if recipe.optimization_level:
+        progress(f"{name}: ORT graph optimization level {recipe.optimization_level}")
+        current = graph_optimize(current.parent, work / "optimized", recipe.optimization_level, cuda)
+        steps.append(f"graph-optimize (level {recipe.optimization_level}{', fp16' if cuda else ''})")
+    if recipe.quantize and not cuda and recipe.weight_only_bits:
+        progress(f"{name}: weight-only INT{recipe.weight_only_bits} quantization")
+        current = quantize_weight_only(current.parent, work / "quantized", recipe.weight_only_bits, recipe.block_size)
+        steps.append(f"quantize-weight-only-int{recipe.weight_only_bits} (MatMulNBits, block {recipe.block_size}, "
+                     "accuracy level 4)")
+    elif recipe.quantize and not cuda:
+        progress(f"{name}: dynamic INT8 quantization")
+        current = quantize_dynamic(current.parent, work / "quantized", recipe)
+        steps.append(f"quantize-dynamic-int8 (per_channel={recipe.per_channel}, reduce_range={recipe.reduce_range})")
+    return current
 
 
 def build_assembled(preset: Preset, variant_name: str, force: bool = False, progress: Progress = log.info,
