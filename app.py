@@ -14,7 +14,7 @@ import pandas as pd
 
 from models.catalog import VARIANTS
 from models.errors import InputError, VariantUnavailable
-from models.reports import load_report_table, report_chart
+from models.reports import bench_markdown, load_report_table, report_chart
 from models.showdown import Showdown
 
 log = logging.getLogger("app")
@@ -205,6 +205,8 @@ def build_ui(showdown: Showdown) -> gr.Blocks:
                 chart = report_chart(task)
                 if chart:
                     gr.Image(chart, show_label=False, height=320)
+            with gr.Accordion("Against what users would pick instead (python -m optimize bench)", open=True):
+                gr.Markdown(bench_markdown())
 
         with gr.Tab("About"):
             gr.Markdown(ABOUT)

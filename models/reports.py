@@ -128,3 +128,9 @@ def load_report_table(task: str, directory: Path = REPORTS_DIR):
 def report_chart(task: str, directory: Path = REPORTS_DIR) -> str | None:
     path = directory / f"{task}.png"
     return str(path) if path.exists() else None
+
+
+def bench_markdown(directory: Path = REPORTS_DIR) -> str:
+    """`python -m optimize bench`'s table: the project vs transformers pipeline and optimum INT8."""
+    path = directory / "bench.md"
+    return path.read_text() if path.exists() else "No benchmark yet: run `python -m optimize bench`."

@@ -47,7 +47,7 @@ class Runner:
     def generate(self, input_ids: torch.Tensor, max_new_tokens: int, streamer=None) -> torch.Tensor:
         """Greedy decoding with the KV cache: transformers' generate loop for PyTorch, the lean
         IO-bound loop of models/decoding.py for ONNX Runtime (same tokens, half the overhead)."""
-        if self.runtime == "onnxruntime":
+        if hasattr(self.model, "decoder"):  # models.decoding.OnnxCausalLM
             return self.model.decoder.generate(input_ids, max_new_tokens, streamer=streamer)
         with torch.inference_mode():
             return self.model.generate(

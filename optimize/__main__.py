@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     prune.add_argument("--data", type=Path)
 
     stages.add_parser("sweep-qa", help="accuracy/latency of QA pruning sparsities (before recovery)")
+    stages.add_parser("sweep-generation", help="accuracy/speed of dropping decoder layers (before recovery)")
 
     bench = stages.add_parser("bench", help="project variants vs transformers pipeline and optimum INT8, one run")
     bench.add_argument("--task", choices=("qa", "generation"), action="append")
@@ -91,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     elif args.stage == "sweep-qa":
         from optimize.sweep_qa import run as sweep
         sweep()
+    elif args.stage == "sweep-generation":
+        from optimize.sweep_generation import run as sweep_generation
+        sweep_generation()
     elif args.stage == "build":
         from models.catalog import default_preset, preset
         from models.errors import InputError, VariantUnavailable

@@ -1,0 +1,28 @@
+"""The bench's arithmetic: which rows the ratios compare, and the table that reports them."""
+from optimize.bench import Bench, Result, markdown, ratios
+
+
+def results(qa_best_ms=10.0, gen_best_tps=100.0):
+    return [
+        Result("QA ~128 tokens", "pipeline-fp32", 50.0, 60.0),
+        Result("QA ~384 tokens", "pipeline-fp32", 90.0, 99.0),
+        Result("QA ~384 tokens", "optimum-int8", 30.0, 33.0),
+        Result("QA ~384 tokens", "pruned-optimized", qa_best_ms, qa_best_ms * 1.1),
+        Result("generation, ~128-token prompt", "baseline", 3000.0, 3100.0, tokens_per_s=20.0, ttft_ms=100.0),
+        Result("generation, ~128-token prompt", "optimum-int8", 900.0, 950.0, tokens_per_s=70.0, ttft_ms=50.0),
+        Result("generation, ~128-token prompt", "pruned-optimized", 600.0, 650.0, tokens_per_s=gen_best_tps, ttft_ms=30.0),
+    ]
+
+
+def test_ratios_compare_the_384_token_rows_and_tokens_per_second():
+    measured = ratios(results())
+    assert measured == {"qa384_vs_pipeline_fp32": 9.0, "qa384_vs_optimum_int8": 3.0,
+                        "generation_vs_pytorch_fp32": 5.0, "generation_vs_optimum_int8": 1.43}
+
+
+def test_markdown_marks_missed_targets():
+    bench = Bench(machine={"cpu": "test cpu", "cores": 2, "threads": 2}, config={}, results=results(qa_best_ms=60.0))
+    bench.ratios = ratios(bench.results)
+    table = markdown(bench)
+    assert "| qa384_vs_pipeline_fp32 | 1.50x ❌ | ≥ 6.0x |" in table
+    assert "| generation_vs_pytorch_fp32 | 5.00x ✅ | ≥ 5.0x |" in table
