@@ -40,6 +40,7 @@ class OnnxRecipe:
     block_size: int = 32  # MatMulNBits block
     opset: int | None = None
     exporter: str = "optimum"  # or "genai-builder": ONNX Runtime GenAI's model builder (decoders)
+    keep_fp32: tuple[str, ...] = ()  # genai-builder: "attention" and/or "lm_head" MatMuls left unquantized
 
 
 def default_recipe(task: str) -> OnnxRecipe:
@@ -48,12 +49,14 @@ def default_recipe(task: str) -> OnnxRecipe:
     Generation (SmolLM2): optimum's export leaves 3,714 nodes per decode step (unfused rotary
     attention and shape arithmetic); ONNX Runtime GenAI's model builder writes the same model as
     341 nodes (GroupQueryAttention, SkipSimplifiedLayerNorm, MatMulNBits): 135 vs 84 tok/s with the
-    same decoder loop. Dynamic W8A8 agreed with fp32 on ~60% of greedy tokens (per-channel: garbage),
-    weight-only INT8 with int8 compute on 97.8% with blocks of 32 and 98.2% with blocks of 16.
+    same decoder loop. Dynamic W8A8 agreed with fp32 on ~60% of greedy tokens (per-channel: garbage).
+    Weight-only INT8 with int8 compute (MatMulNBits, accuracy level 4) on every MatMul agreed on
+    97.3% (blocks of 16) — under the 98% gate; fp32 compute passes (98.4%) but runs at 3 tok/s.
+    INT8 in the MLPs only (attention projections and LM head fp32) agreed on 98.4%: the default.
     QA (MiniLM encoder): optimum export + ORT fusions + dynamic W8A8 per-channel INT8; MatMulNBits
     was slower than PyTorch at 384 tokens (0.85x; it is a decode-time kernel)."""
     if task == "generation":
-        return OnnxRecipe(weight_only_bits=8, block_size=16, exporter="genai-builder")
+        return OnnxRecipe(weight_only_bits=8, block_size=16, exporter="genai-builder", keep_fp32=("attention", "lm_head"))
     return OnnxRecipe(per_channel=True, reduce_range=not cpu_has_vnni())
 
 
@@ -66,15 +69,29 @@ def cpu_has_vnni() -> bool:
     return "avx512_vnni" in flags or "avx_vnni" in flags or "amx_int8" in flags
 
 
+def fp32_nodes(source: Path, keep_fp32: tuple[str, ...]) -> list[str]:
+    """The model builder's node names for the MatMuls a recipe keeps in fp32."""
+    layers = json.loads((source / "config.json").read_text())["num_hidden_layers"]
+    nodes = []
+    if "attention" in keep_fp32:
+        nodes += [f"/model/layers.{i}/attn/{name}/MatMul" for i in range(layers) for name in ("qkv_proj", "o_proj")]
+    if "lm_head" in keep_fp32:
+        nodes.append("/lm_head/MatMul")
+    return nodes
+
+
 def genai_build(source: Path, output: Path, recipe: OnnxRecipe, cuda: bool) -> Path:
     """ONNX Runtime GenAI's model builder: fused decoder graph + weight-only INT8 (FP16 on CUDA)."""
     import subprocess
     import sys
 
     precision, provider = ("fp16", "cuda") if cuda else (f"int{recipe.weight_only_bits or 8}" if recipe.quantize else "fp32", "cpu")
+    options = ["shared_embeddings=false", f"block_size={recipe.block_size}", "accuracy_level=4"]
+    excluded = fp32_nodes(source, recipe.keep_fp32)
+    if excluded and precision.startswith("int"):
+        options.append("nodes_to_exclude=" + ",".join(excluded))
     command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(source), "-o", str(output),
-               "-p", precision, "-e", provider, "-c", str(output.parent / "builder-cache"),
-               "--extra_options", "shared_embeddings=false", f"block_size={recipe.block_size}", "accuracy_level=4"]
+               "-p", precision, "-e", provider, "-c", str(output.parent / "builder-cache"), "--extra_options", *options]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0 or not (output / ONNX_FILE).exists():
         raise RuntimeError(f"onnxruntime-genai model builder failed: {done.stderr[-2000:]}")
@@ -163,7 +180,8 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = No
         if recipe.exporter == "genai-builder":
             progress(f"{preset.name}/{variant_name}: ONNX Runtime GenAI model builder (fused graph, INT8 weights)")
             current = genai_build(source, work / "genai", recipe, cuda)
-            weights = "fp16" if cuda else f"MatMulNBits int{recipe.weight_only_bits} block {recipe.block_size}" if recipe.quantize else "fp32"
+            weights = ("fp16" if cuda else f"MatMulNBits int{recipe.weight_only_bits} block {recipe.block_size}"
+                       + (f", fp32 {' + '.join(recipe.keep_fp32)}" if recipe.keep_fp32 else "") if recipe.quantize else "fp32")
             steps.append(f"export+fuse+quantize (onnxruntime-genai model builder: GroupQueryAttention, {weights})")
         else:
             current = _optimum_steps(source, work, preset, variant, recipe, cuda, steps, progress)

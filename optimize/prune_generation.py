@@ -299,7 +299,8 @@ def run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig,
     log.info("dropped layers %s, %d FFN neurons kept; before recovery %s", dropped, prune_config.ffn_kept, before)
     started = time.perf_counter()
     add_lora(student, recovery_config.rank, recovery_config.alpha)
-    losses = recover(student, teacher, texts, tokenizer.pad_token_id, recovery_config)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    losses = recover(student, teacher, texts, pad_id, recovery_config)
     delta = merge_lora(student)
     after = generation_accuracy(_runner(student, tokenizer, output), reference)
     log.info("after recovery %s", after)
