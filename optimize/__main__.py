@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     prune.add_argument("--epochs", type=int, default=1, help="QA recovery epochs")
     prune.add_argument("--steps", type=int, default=300, help="generation recovery steps (LoRA distillation)")
     prune.add_argument("--learning-rate", type=float, help="recovery learning rate (QA 1e-4, generation 1e-3)")
+    prune.add_argument("--skip-before", action="store_true", help="generation: skip measuring before recovery")
     prune.add_argument("--output", type=Path, help="default weights/<preset>-pruned")
     prune.add_argument("--data", type=Path)
 
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             prune_generation.DecoderPruneConfig(layers_dropped=args.layers_dropped,
                                                 ffn_kept=args.ffn_kept or 1536),
             prune_generation.RecoveryConfig(steps=args.steps, learning_rate=args.learning_rate or 1e-3),
-            args.output or Path("weights/generation-smollm2-pruned"))
+            args.output or Path("weights/generation-smollm2-pruned"), measure_before=not args.skip_before)
         print({k: result[k] for k in ("dropped_layers", "before_recovery", "after_recovery")})
     elif args.stage == "prune":
         from optimize.prune_qa import PruneConfig

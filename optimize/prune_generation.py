@@ -270,7 +270,7 @@ def _runner(model, tokenizer, path):
 
 
 def run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig,
-        output: Path = Path("weights/generation-smollm2-pruned")) -> dict:
+        output: Path = Path("weights/generation-smollm2-pruned"), measure_before: bool = True) -> dict:
     """Rank, prune, recover, measure; write the plan and the delta (not the weights) to `output`."""
     import random
     import time
@@ -295,7 +295,8 @@ def run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig,
     dropped, kept_neurons = plan(influence, neurons, prune_config)
     prune_with_plan(student, dropped, kept_neurons)
     reference = _runner(teacher, tokenizer, baseline_dir)
-    before = generation_accuracy(_runner(student, tokenizer, output), reference)
+    before = generation_accuracy(_runner(student, tokenizer, output), reference) if measure_before else {
+        "note": "not measured here; see reports/pruning-sweep-generation.md"}
     log.info("dropped layers %s, %d FFN neurons kept; before recovery %s", dropped, prune_config.ffn_kept, before)
     started = time.perf_counter()
     add_lora(student, recovery_config.rank, recovery_config.alpha)
