@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--task", choices=("qa", "generation"), action="append")
     bench.add_argument("--quick", action="store_true", help="few rounds (the regression test's setting)")
     bench.add_argument("--no-app", action="store_true", help="skip the gradio_client round trip")
+    bench.add_argument("--output", type=Path, help="folder for bench.json / bench.md (default reports/)")
 
     build = stages.add_parser("build", help="build variants: ONNX export, graph optimization, INT8/FP16")
     build.add_argument("--task", choices=("qa", "generation"), required=True)
@@ -124,10 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     elif args.stage == "bench":
         from optimize.bench import BenchConfig
         from optimize.bench import run as bench_run
-        config = BenchConfig(qa_rounds=5, long_rounds=1, generation_rounds=1, app_rounds=5) if args.quick else BenchConfig()
+        config = (BenchConfig(qa_rounds=5, long_rounds=1, generation_rounds=2, app_rounds=5, outside_f1=False)
+                  if args.quick else BenchConfig())
         if args.no_app:
             config = replace(config, app=False)
-        bench_run(config, tuple(args.task or ("qa", "generation")))
+        bench_run(config, tuple(args.task or ("qa", "generation")), **({"output": args.output} if args.output else {}))
     elif args.stage == "push":
         from optimize.push import push as push_variants
         for repo in push_variants(args.repo_prefix, private=args.private):
