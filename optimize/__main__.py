@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("--variant", default="optimized", help="variant to build (default optimized)")
     build.add_argument("--force", action="store_true", help="rebuild even when the manifest is up to date")
     build.add_argument("--no-eval", action="store_true", help="skip the accuracy measurement")
+    build.add_argument("--recipe", choices=("int8", "fp32"), help="one explicit ONNX recipe instead of the default ladder")
     build.add_argument("--allow-missed-gates", action="store_true",
                        help="publish a variant that misses an accuracy gate, recording the miss (default: fail)")
 
@@ -110,7 +111,10 @@ def main(argv: list[str] | None = None) -> int:
             if variant.recipe_dir:
                 build_assembled(chosen, args.variant, force=args.force, evaluate=not args.no_eval, strict=not args.allow_missed_gates)
             elif variant.runtime == "onnxruntime":
-                build_onnx(chosen, args.variant, force=args.force, evaluate=not args.no_eval, strict=not args.allow_missed_gates)
+                from optimize.build import named_recipe
+                recipe = named_recipe(chosen.task, args.recipe) if args.recipe else None
+                build_onnx(chosen, args.variant, recipe=recipe, force=args.force, evaluate=not args.no_eval,
+                           strict=not args.allow_missed_gates)
             else:
                 print(resolve(chosen, variant))
         except (InputError, VariantUnavailable, GateFailed) as error:

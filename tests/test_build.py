@@ -10,20 +10,30 @@ from optimize.build import build_onnx
 from optimize.manifest import read_manifest, sha256
 
 
-def test_optimized_qa_is_quantized_onnx_with_a_complete_manifest(built_presets):
+def test_optimized_variants_are_fused_onnx_with_a_complete_manifest(built_presets, tiny_qa_dir):
     preset = built_presets["qa"]
     target = preset.built_dir("optimized")
     manifest = read_manifest(target)
-    assert [s.split(" ")[0] for s in manifest["steps"]] == ["export-onnx", "graph-optimize", "quantize-dynamic-int8"]
+    # QA's INT8 misses the accuracy gates on the real model (optimize/build.py), so its default is fused fp32
+    assert [s.split(" ")[0] for s in manifest["steps"]] == ["export-onnx", "graph-optimize"]
+    assert manifest["versions"]["onnxruntime"] and manifest["versions"]["optimum"]
+    assert manifest["files"]["model.onnx"]["sha256"] == sha256(target / "model.onnx")
+    assert "Attention" in {node.op_type for node in onnx.load(target / "model.onnx").graph.node}  # fused
     generation_target = built_presets["generation"].built_dir("optimized")
     assert "MatMulNBits int8" in read_manifest(generation_target)["steps"][-1]
     generation_ops = {node.op_type for node in onnx.load(generation_target / "model.onnx", load_external_data=False).graph.node}
     assert {"GroupQueryAttention", "MatMulNBits"} <= generation_ops
-    assert manifest["versions"]["onnxruntime"] and manifest["versions"]["optimum"]
-    assert manifest["files"]["model.onnx"]["sha256"] == sha256(target / "model.onnx")
+
+
+def test_qa_int8_recipe_quantizes(tiny_qa_dir):
+    from optimize.build import named_recipe
+    from tests.tiny import tiny_preset
+
+    preset = tiny_preset("qa", tiny_qa_dir, name="tiny-qa-int8")
+    target = build_onnx(preset, "optimized", recipe=named_recipe("qa", "int8"), evaluate=False)
+    assert read_manifest(target)["steps"][-1].startswith("quantize-dynamic-int8 (per_channel=True")
     ops = {node.op_type for node in onnx.load(target / "model.onnx").graph.node}
-    assert "MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops or "QAttention" in ops
-    assert "Attention" in ops or "QAttention" in ops  # fused by the graph optimizer
+    assert "MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops
 
 
 def test_onnx_runner_agrees_with_torch_runner_on_qa(built_presets, tiny_qa_dir):
@@ -35,7 +45,7 @@ def test_onnx_runner_agrees_with_torch_runner_on_qa(built_presets, tiny_qa_dir):
     torch_start, torch_end = baseline.qa_logits(windows.inputs)
     ort_start, ort_end = optimized.qa_logits(windows.inputs)
     assert ort_start.shape == torch_start.shape
-    assert np.corrcoef(torch_start.ravel(), ort_start.ravel())[0, 1] > 0.95  # INT8 keeps the ranking
+    np.testing.assert_allclose(ort_start, torch_start, atol=1e-3)  # fused fp32: the same logits
     assert qa.answer(optimized, "Who worked harder?", context)["latency_ms"]["total"] > 0
 
 
