@@ -84,15 +84,35 @@ def heldout_paragraphs() -> list[str] | None:
 
 
 def generation_accuracy(runner: Runner, reference: Runner) -> dict:
-    sequences = greedy_continuations(reference)
+    cached = _reference_cache(reference.path, "generation", lambda: {
+        "sequences": [s.tolist() for s in greedy_continuations(reference)],
+        "perplexity": perplexity(reference, heldout_paragraphs()) if heldout_paragraphs() else None})
+    sequences = [torch.tensor(s) for s in cached["sequences"]]
     prompt_lengths = [chat_prompt(reference.tokenizer, p).shape[1] for p in PROMPTS]
     metrics = {"prompts": len(PROMPTS), "agreement_pct": round(next_token_agreement(runner, sequences, prompt_lengths), 2)}
     paragraphs = heldout_paragraphs()
-    if paragraphs:
+    if paragraphs and cached["perplexity"]:
         metrics["perplexity"] = round(perplexity(runner, paragraphs), 3)
-        metrics["reference_perplexity"] = round(perplexity(reference, paragraphs), 3)
+        metrics["reference_perplexity"] = round(cached["perplexity"], 3)
         metrics["perplexity_ratio"] = round(metrics["perplexity"] / metrics["reference_perplexity"], 4)
     return metrics
+
+
+def _reference_cache(source: Path, kind: str, compute) -> dict:
+    """The reference side of a comparison depends only on the source's weights: computed once per
+    source fingerprint and reused by every variant built from it (builds of 4 variants share 2)."""
+    import json
+
+    from models.catalog import artifacts_root
+    from optimize.build import source_fingerprint
+
+    path = artifacts_root() / "reference-cache" / f"{kind}-{source_fingerprint(source)[:16]}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    value = compute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value))
+    return value
 
 
 def measure(preset: Preset, directory: Path, variant_name: str, reference: Path) -> dict:
@@ -106,7 +126,7 @@ def measure(preset: Preset, directory: Path, variant_name: str, reference: Path)
     if data is None:
         return {"note": "SQuAD data not found: accuracy not measured"}
     metrics = qa_accuracy(runner, data)
-    reference_metrics = qa_accuracy(reference_runner, data)
+    reference_metrics = _reference_cache(reference, "qa", lambda: qa_accuracy(reference_runner, data))
     same = sum(metrics["_predictions"][q] == reference_metrics["_predictions"][q] for q in metrics["_predictions"])
     metrics["agreement_pct"] = round(100 * same / len(data), 2)
     metrics["reference_overall_f1"] = reference_metrics["overall_f1"]

@@ -54,7 +54,7 @@ def read_manifest(directory: Path) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def size_bytes(directory: Path, suffixes: tuple[str, ...] = (".safetensors", ".onnx", ".onnx_data", ".bin")) -> int:
+def size_bytes(directory: Path, suffixes: tuple[str, ...] = (".safetensors", ".onnx", ".onnx_data", ".data", ".bin")) -> int:
     """Bytes of weights on disk (tokenizer and config files excluded)."""
     return sum(p.stat().st_size for p in Path(directory).rglob("*") if p.is_file() and p.suffix in suffixes)
 
