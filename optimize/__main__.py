@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                                                 ffn_kept=args.ffn_kept or 1536),
             prune_generation.RecoveryConfig(steps=args.steps, learning_rate=args.learning_rate or 1e-3),
             args.output or Path("weights/generation-smollm2-pruned"), measure_before=not args.skip_before)
-        print({k: result[k] for k in ("dropped_layers", "before_recovery", "after_recovery")})
+        print({k: result[k] for k in ("layers_kept", "before_recovery", "after_recovery")})
     elif args.stage == "prune":
         from optimize.prune_qa import PruneConfig
         from optimize.prune_qa import run as prune_run

@@ -234,6 +234,8 @@ def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: Re
 
     from optimize.train_qa import cpu_has_bf16
 
+    if config.steps == 0:
+        return []
     rng = random.Random(config.seed)
     params = [p for p in student.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=0.0)
@@ -254,7 +256,7 @@ def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: Re
         optimizer.step()
         schedule.step()
         optimizer.zero_grad()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         if (step + 1) % 20 == 0:
             log.info("recovery step %d/%d  KL %.4f", step + 1, config.steps, sum(losses[-20:]) / 20)
     student.eval()
@@ -313,7 +315,7 @@ def run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig,
         "prune": prune_config.__dict__, "recovery": recovery_config.__dict__,
         "recovery_data": "SQuAD 2.0 training articles (0-11): paragraphs as plain text and as chat turns",
         "recovery_seconds": round(time.perf_counter() - started),
-        "kl_first_last": [round(sum(losses[:20]) / 20, 4), round(sum(losses[-20:]) / 20, 4)],
+        "kl_first_last": [round(sum(losses[:20]) / 20, 4), round(sum(losses[-20:]) / 20, 4)] if losses else None,
         "before_recovery": before, "after_recovery": after,
     }
     save_recovery(output, dropped, kept_neurons, delta, result)
