@@ -134,3 +134,13 @@ def bench_markdown(directory: Path = REPORTS_DIR) -> str:
     """`python -m optimize bench`'s table: the project vs transformers pipeline and optimum INT8."""
     path = directory / "bench.md"
     return path.read_text() if path.exists() else "No benchmark yet: run `python -m optimize bench`."
+
+
+def save_rows(name: str, title: str, rows: list[dict], directory: Path = REPORTS_DIR) -> None:
+    """A small measured table (the pruning sweeps) as reports/<name>.json and .md."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{name}.json").write_text(json.dumps(rows, indent=2) + "\n")
+    header = list(rows[0])
+    lines = [f"# {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(r[h]) for h in header) + " |" for r in rows]
+    (directory / f"{name}.md").write_text("\n".join(lines) + "\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -83,14 +84,19 @@ def heldout_paragraphs() -> list[str] | None:
     return list(dict.fromkeys(e.context for e in data))[:PERPLEXITY_PARAGRAPHS]
 
 
-def generation_accuracy(runner: Runner, reference: Runner) -> dict:
-    cached = _reference_cache(reference.path, "generation", lambda: {
-        "sequences": [s.tolist() for s in greedy_continuations(reference)],
-        "perplexity": perplexity(reference, heldout_paragraphs()) if heldout_paragraphs() else None})
-    sequences = [torch.tensor(s) for s in cached["sequences"]]
-    prompt_lengths = [chat_prompt(reference.tokenizer, p).shape[1] for p in PROMPTS]
-    metrics = {"prompts": len(PROMPTS), "agreement_pct": round(next_token_agreement(runner, sequences, prompt_lengths), 2)}
+def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Callable[[], Runner]) -> dict:
+    """`load_reference` is called only when the reference side is not cached for `reference_path`."""
     paragraphs = heldout_paragraphs()
+
+    def reference_side() -> dict:
+        reference = load_reference()
+        return {"sequences": [s.tolist() for s in greedy_continuations(reference)],
+                "perplexity": perplexity(reference, paragraphs) if paragraphs else None}
+
+    cached = _reference_cache(reference_path, "generation", reference_side)
+    sequences = [torch.tensor(s) for s in cached["sequences"]]
+    prompt_lengths = [chat_prompt(runner.tokenizer, p).shape[1] for p in PROMPTS]
+    metrics = {"prompts": len(PROMPTS), "agreement_pct": round(next_token_agreement(runner, sequences, prompt_lengths), 2)}
     if paragraphs and cached["perplexity"]:
         metrics["perplexity"] = round(perplexity(runner, paragraphs), 3)
         metrics["reference_perplexity"] = round(cached["perplexity"], 3)
@@ -119,14 +125,17 @@ def measure(preset: Preset, directory: Path, variant_name: str, reference: Path)
     variant = preset.variant(variant_name)
     source = preset.variant(variant.built_from)
     runner = load_runner(preset.task, variant_name, variant.runtime, directory)
-    reference_runner = load_runner(preset.task, source.name, source.runtime, reference)
+
+    def load_reference() -> Runner:
+        return load_runner(preset.task, source.name, source.runtime, reference)
+
     if preset.task == "generation":
-        return generation_accuracy(runner, reference_runner)
+        return generation_accuracy(runner, reference, load_reference)
     data = test_examples()
     if data is None:
         return {"note": "SQuAD data not found: accuracy not measured"}
     metrics = qa_accuracy(runner, data)
-    reference_metrics = _reference_cache(reference, "qa", lambda: qa_accuracy(reference_runner, data))
+    reference_metrics = _reference_cache(reference, "qa", lambda: qa_accuracy(load_reference(), data))
     same = sum(metrics["_predictions"][q] == reference_metrics["_predictions"][q] for q in metrics["_predictions"])
     metrics["agreement_pct"] = round(100 * same / len(data), 2)
     metrics["reference_overall_f1"] = reference_metrics["overall_f1"]

@@ -191,9 +191,7 @@ def _result(workload: str, name: str, runs: list) -> Result:
     return result
 
 
-def bench_qa(showdown: Showdown, config: BenchConfig) -> list[Result]:
-    baseline_dir = showdown.runner("qa", "baseline").path
-    outside = qa_pipelines(baseline_dir)
+def bench_qa(showdown: Showdown, config: BenchConfig, outside: dict[str, Callable[[str, str], str]]) -> list[Result]:
     project = {}
     for variant in ("baseline", "optimized", "pruned", "pruned-optimized"):
         try:
@@ -240,8 +238,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def bench_app(variant: str, config: BenchConfig) -> Result:
-    """QA at ~384 tokens through the running app: overhead = round trip − the app's own total."""
+def bench_app(variant: str, context: str, config: BenchConfig) -> tuple[Result, float]:
+    """QA through the running app: (result, overhead p50 in ms = round trip − the app's own total)."""
 
     port = _free_port()
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", "SHOWDOWN_BUILD": "0"}
@@ -249,9 +247,6 @@ def bench_app(variant: str, config: BenchConfig) -> Result:
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         client = _connect(f"http://127.0.0.1:{port}/", server)
-        from transformers import AutoTokenizer
-        tokenizer = AutoTokenizer.from_pretrained(REPO_ROOT / "weights" / "qa-minilm-squad2")
-        context = qa_context(tokenizer, 384)
         trips, overheads = [], []
         for index in range(config.warmup + config.app_rounds):
             started = time.perf_counter()
@@ -260,9 +255,10 @@ def bench_app(variant: str, config: BenchConfig) -> Result:
             if index >= config.warmup:
                 trips.append(trip)
                 overheads.append(trip - answer["latency_ms"]["total"])
+        overhead = percentile(overheads, 50)
         return Result(f"app round trip, QA ~384 tokens, {variant}", "app (gradio_client)",
                       percentile(trips, 50), percentile(trips, 95), answer=answer["answer"],
-                      notes=f"overhead p50 {percentile(overheads, 50):.1f} ms, p95 {percentile(overheads, 95):.1f} ms")
+                      notes=f"overhead p50 {overhead:.1f} ms, p95 {percentile(overheads, 95):.1f} ms"), overhead
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -318,7 +314,7 @@ TARGETS = {  # issue 4: ratios measured in one run on a 2-core CPU
 APP_OVERHEAD_TARGET_MS = 10.0
 
 
-def outside_f1(baseline_dir: Path) -> dict[str, float]:
+def outside_f1(outside: dict[str, Callable[[str, str], str]]) -> dict[str, float]:
     """Held-out F1 of the outside QA contenders (their own null handling), for 'at equal F1'."""
     from optimize import squad
     from optimize.accuracy import test_examples
@@ -327,7 +323,7 @@ def outside_f1(baseline_dir: Path) -> dict[str, float]:
     if not data:
         return {}
     out = {}
-    for name, answer in qa_pipelines(baseline_dir).items():
+    for name, answer in outside.items():
         predictions = {e.id: answer(e.question, e.context) for e in data}
         out[name] = round(squad.evaluate(data, predictions)["overall_f1"], 2)
     return out
@@ -405,15 +401,15 @@ def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "ge
     showdown = Showdown.from_environment()
     bench = Bench(machine=machine(), config=asdict(config), created=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     if "qa" in tasks:
-        bench.results += bench_qa(showdown, config)
-        baseline_dir = showdown.runner("qa", "baseline").path
-        bench.memory["f1"] = {**(outside_f1(baseline_dir) if config.outside_f1 else {}), **{
+        outside = qa_pipelines(showdown.runner("qa", "baseline").path)
+        bench.results += bench_qa(showdown, config, outside)
+        bench.memory["f1"] = {**(outside_f1(outside) if config.outside_f1 else {}), **{
             v: showdown.variant_status("qa", v)["accuracy"].get("overall_f1") for v in ("baseline", "optimized", "pruned", "pruned-optimized")}}
         if config.app:
             best = "pruned-optimized" if showdown.variant_status("qa", "pruned-optimized")["status"] == "ready" else "optimized"
-            app_result = bench_app(best, config)
+            context = qa_context(showdown.runner("qa", "baseline").tokenizer, 384)
+            app_result, bench.memory["app_overhead_p50_ms"] = bench_app(best, context, config)
             bench.results.append(app_result)
-            bench.memory["app_overhead_p50_ms"] = float(app_result.notes.split()[2])
     if "generation" in tasks:
         bench.results += bench_generation(showdown, config)
         bandwidth = memory_bandwidth_gbs()

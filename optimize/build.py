@@ -17,6 +17,7 @@ from pathlib import Path
 from models.catalog import Preset
 from models.runners import ONNX_FILE, providers
 from models.sources import resolve
+from optimize.cpu import has_vnni
 from optimize.gates import GateFailed, check, failures
 from optimize.manifest import atomic_dir, read_manifest, size_bytes, write_manifest
 
@@ -71,15 +72,6 @@ def default_recipe(task: str) -> OnnxRecipe:
     return OnnxRecipe(quantize=False)  # named_recipe("qa", "int8") misses the gates; `build --recipe int8` measures it
 
 
-def cpu_has_vnni() -> bool:
-    """Without VNNI, u8×s8 products can saturate: ONNX Runtime's advice is reduce_range (7-bit weights)."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_vnni" in flags or "avx_vnni" in flags or "amx_int8" in flags
-
-
 def fp32_nodes(source: Path, keep_fp32: tuple[str, ...]) -> list[str]:
     """The model builder's node names for the MatMuls a recipe keeps in fp32."""
     layers = json.loads((source / "config.json").read_text())["num_hidden_layers"]
@@ -96,7 +88,7 @@ def named_recipe(task: str, name: str) -> OnnxRecipe:
     if name == "fp32":
         return OnnxRecipe(quantize=False, exporter="genai-builder" if task == "generation" else "optimum")
     if task == "qa":
-        return OnnxRecipe(per_channel=True, reduce_range=not cpu_has_vnni())
+        return OnnxRecipe(per_channel=True, reduce_range=not has_vnni())
     return default_recipe(task)
 
 

@@ -232,7 +232,7 @@ def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: Re
     import math
     import random
 
-    from optimize.train_qa import cpu_has_bf16
+    from optimize.cpu import has_bf16
 
     if config.steps == 0:
         return []
@@ -241,7 +241,7 @@ def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: Re
     optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * step / config.steps)))
-    bf16, losses = cpu_has_bf16(), []
+    bf16, losses = has_bf16(), []
     student.train()
     for step in range(config.steps):
         ids, mask = _padded(rng.sample(texts, config.batch_size), pad_id)
@@ -297,7 +297,7 @@ def run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig,
     dropped, kept_neurons = plan(influence, neurons, prune_config)
     prune_with_plan(student, dropped, kept_neurons)
     reference = _runner(teacher, tokenizer, baseline_dir)
-    before = generation_accuracy(_runner(student, tokenizer, output), reference) if measure_before else {
+    before = generation_accuracy(_runner(student, tokenizer, output), baseline_dir, lambda: reference) if measure_before else {
         "note": "not measured here; see reports/pruning-sweep-generation.md"}
     log.info("dropped layers %s, %d FFN neurons kept; before recovery %s", dropped, prune_config.ffn_kept, before)
     started = time.perf_counter()
@@ -305,7 +305,7 @@ def run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig,
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     losses = recover(student, teacher, texts, pad_id, recovery_config)
     delta = merge_lora(student)
-    after = generation_accuracy(_runner(student, tokenizer, output), reference)
+    after = generation_accuracy(_runner(student, tokenizer, output), baseline_dir, lambda: reference)
     log.info("after recovery %s", after)
     result = {
         "baseline": str(preset.variant("baseline").source.location),

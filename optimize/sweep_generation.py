@@ -7,13 +7,12 @@ recovery has to repair; it is why the default drops few layers. Writes reports/p
 """
 from __future__ import annotations
 
-import json
 import random
 import statistics
 
 import torch
 
-from models.reports import REPORTS_DIR
+from models.reports import save_rows
 
 GRID = (0, 2, 4, 8, 12)
 
@@ -44,17 +43,11 @@ def run(grid: tuple[int, ...] = GRID) -> list[dict]:
         dropped, kept = pg.plan(influence, neurons, pg.DecoderPruneConfig(layers_dropped=dropped_count, ffn_kept=1536))
         pg.prune_with_plan(student, dropped, kept)
         runner = pg._runner(student, tokenizer, baseline_dir)
-        metrics = generation_accuracy(runner, reference)
+        metrics = generation_accuracy(runner, baseline_dir, lambda: reference)
         speed = statistics.median(generation.generate(runner, "Write a short story about a robot.", 32)["tokens_per_s"]
                                   for _ in range(3))
         rows.append({"layers_dropped": dropped_count, "dropped": dropped, "agreement_pct": metrics["agreement_pct"],
                      "perplexity_ratio": metrics.get("perplexity_ratio"), "torch_fp32_tokens_per_s": round(speed, 1)})
         print(rows[-1], flush=True)
-    REPORTS_DIR.mkdir(exist_ok=True)
-    (REPORTS_DIR / "pruning-sweep-generation.json").write_text(json.dumps(rows, indent=2) + "\n")
-    header = list(rows[0])
-    lines = ["# Generation pruning sweep (held-out prompts and text, before recovery)", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(r[h]) for h in header) + " |" for r in rows]
-    (REPORTS_DIR / "pruning-sweep-generation.md").write_text("\n".join(lines) + "\n")
+    save_rows("pruning-sweep-generation", "Generation pruning sweep (held-out prompts and text, before recovery)", rows)
     return rows

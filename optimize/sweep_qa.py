@@ -8,14 +8,13 @@ PyTorch fp32 (median of repeated runs, all configs in one process). Writes repor
 from __future__ import annotations
 
 import copy
-import json
 import statistics
 import time
 from pathlib import Path
 
 import torch
 
-from models.reports import REPORTS_DIR
+from models.reports import save_rows
 from optimize import squad
 from optimize.evaluate_qa import evaluate_model
 from optimize.prune_qa import PruneConfig, importance, load_baseline, prune
@@ -56,11 +55,5 @@ def run(baseline_dir: Path = Path("weights/qa-minilm-squad2"), config: TrainConf
     full = rows[0]["torch_fp32_384_ms"]
     for row in rows:
         row["speedup"] = round(full / row["torch_fp32_384_ms"], 2)
-    REPORTS_DIR.mkdir(exist_ok=True)
-    (REPORTS_DIR / "pruning-sweep-qa.json").write_text(json.dumps(rows, indent=2) + "\n")
-    header = list(rows[0])
-    lines = ["# QA pruning sweep (validation article, before recovery)", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(r[h]) for h in header) + " |" for r in rows]
-    (REPORTS_DIR / "pruning-sweep-qa.md").write_text("\n".join(lines) + "\n")
+    save_rows("pruning-sweep-qa", "QA pruning sweep (validation article, before recovery)", rows)
     return rows

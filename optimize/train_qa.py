@@ -27,6 +27,7 @@ import torch
 from models.qa import QAConfig, tokenize
 from models.sources import minilm_path
 from optimize import squad
+from optimize.cpu import has_bf16
 from optimize.evaluate_qa import evaluate_model
 from optimize.model_card import write_qa_card
 
@@ -49,18 +50,9 @@ class TrainConfig:
     null_fraction: float = 0.5  # share of null-labelled windows kept in later epochs (the threshold absorbs the prior)
     init_from: Path | None = None  # continue from these weights instead of the base model (a second stage)
     answerability_weight: float = 0.0  # weight of the margin loss below (0 = plain start/end cross-entropy)
-    bf16: bool = field(default_factory=lambda: cpu_has_bf16())
+    bf16: bool = field(default_factory=has_bf16)
     # bf16 autocast (fp32 master weights) where the CPU has bf16 instructions: 0.85 s vs 1.5 s per batch here
     qa: QAConfig = field(default_factory=QAConfig)
-
-
-def cpu_has_bf16() -> bool:
-    """avx512_bf16 / amx_bf16 in /proc/cpuinfo (without them bf16 autocast is slower than fp32)."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def answerability_loss(outputs, batch: dict[str, torch.Tensor]) -> torch.Tensor:
