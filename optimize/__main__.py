@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     prune.add_argument("--data", type=Path)
 
     stages.add_parser("sweep-qa", help="accuracy/latency of QA pruning sparsities (before recovery)")
-    stages.add_parser("sweep-generation", help="accuracy/speed of dropping decoder layers (before recovery)")
+    stages.add_parser("sweep-generation", help="accuracy/speed of dropping decoder layers and FFN neurons (before recovery)")
 
     bench = stages.add_parser("bench", help="project variants vs transformers pipeline and optimum INT8, one run")
     bench.add_argument("--task", choices=("qa", "generation"), action="append")

@@ -1,9 +1,11 @@
-"""`python -m optimize sweep-generation`: accuracy and speed of decoder layer dropping, before recovery.
+"""`python -m optimize sweep-generation`: accuracy and speed of decoder pruning, before recovery.
 
-For each number of dropped layers (ranked by block influence, as the pruning stage does): greedy
-next-token agreement with the baseline on the held-out prompts, perplexity ratio on held-out
-Wikipedia, and PyTorch fp32 greedy tokens/s (all configs in one process). This is the damage
-recovery has to repair; it is why the default drops few layers. Writes reports/pruning-sweep-generation.{json,md}.
+For each (dropped layers, kept FFN neurons per layer) pair, ranked as the pruning stage ranks
+them (block influence, neuron activation x weight norm): greedy next-token agreement with the
+baseline on the held-out prompts, perplexity ratio on held-out Wikipedia, and PyTorch fp32
+greedy tokens/s (all configs in one process). This is the damage recovery has to repair; the
+default preset's pruning is the largest one whose agreement stays above the 85 % gate.
+Writes reports/pruning-sweep-generation.{json,md}.
 """
 from __future__ import annotations
 
@@ -14,10 +16,12 @@ import torch
 
 from models.reports import save_rows
 
-GRID = (0, 2, 4, 8, 12)
+# (layers dropped, FFN neurons kept of 1,536): layers alone, then FFN alone
+GRID = ((0, 1536), (1, 1536), (2, 1536), (4, 1536), (8, 1536),
+        (0, 1408), (0, 1280), (0, 1152), (0, 1024), (0, 768))
 
 
-def run(grid: tuple[int, ...] = GRID) -> list[dict]:
+def run(grid: tuple[tuple[int, int], ...] = GRID) -> list[dict]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from models import generation
@@ -38,16 +42,17 @@ def run(grid: tuple[int, ...] = GRID) -> list[dict]:
     influence, neurons = pg.importance(teacher, random.Random(42).sample(texts, 32))
     reference = pg._runner(teacher, tokenizer, baseline_dir)
     rows = []
-    for dropped_count in grid:
+    for dropped_count, ffn_kept in grid:
         student = load()
-        dropped, kept = pg.plan(influence, neurons, pg.DecoderPruneConfig(layers_dropped=dropped_count, ffn_kept=1536))
+        dropped, kept = pg.plan(influence, neurons, pg.DecoderPruneConfig(layers_dropped=dropped_count, ffn_kept=ffn_kept))
         pg.prune_with_plan(student, dropped, kept)
         runner = pg._runner(student, tokenizer, baseline_dir)
         metrics = generation_accuracy(runner, baseline_dir, lambda: reference)
         speed = statistics.median(generation.generate(runner, "Write a short story about a robot.", 32)["tokens_per_s"]
                                   for _ in range(3))
-        rows.append({"layers_dropped": dropped_count, "dropped": dropped, "agreement_pct": metrics["agreement_pct"],
+        rows.append({"layers_dropped": dropped_count, "dropped": dropped, "ffn_kept": ffn_kept,
+                     "parameters_m": round(sum(p.numel() for p in student.parameters()) / 1e6, 1), "agreement_pct": metrics["agreement_pct"],
                      "perplexity_ratio": metrics.get("perplexity_ratio"), "torch_fp32_tokens_per_s": round(speed, 1)})
         print(rows[-1], flush=True)
-    save_rows("pruning-sweep-generation", "Generation pruning sweep (held-out prompts and text, before recovery)", rows)
+    save_rows("pruning-sweep-generation", "Generation pruning sweep: layers dropped and FFN neurons kept (held-out prompts and text, before recovery)", rows)
     return rows
