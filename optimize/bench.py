@@ -31,7 +31,7 @@ from models import generation, qa
 from models.catalog import REPO_ROOT, artifacts_root
 from models.errors import VariantUnavailable
 from models.reports import REPORTS_DIR
-from models.runners import cpu_threads
+from models.runners import cpu_threads, session_options  # the same ORT settings for every contender
 from models.showdown import Showdown
 from optimize.report import QA_QUESTION, machine, percentile, qa_context
 
@@ -109,7 +109,8 @@ def qa_pipelines(baseline_dir: Path) -> dict[str, Callable[[str, str], str]]:
                     tokenizer=tokenizer, device="cpu")
     int8_dir = optimum_int8_dir("qa", baseline_dir)
     int8 = optimum_pipeline("question-answering", model=ORTModelForQuestionAnswering.from_pretrained(
-        int8_dir, file_name="model_quantized.onnx"), tokenizer=tokenizer, accelerator="ort")
+        int8_dir, file_name="model_quantized.onnx", session_options=session_options()),
+        tokenizer=tokenizer, accelerator="ort")
     # SQuAD 2.0: the pipelines may answer "no answer" too, as the project's runners do
     return {name: (lambda pipe: lambda question, context: pipe(
         question=question, context=context, handle_impossible_answer=True)["answer"])(pipe)
@@ -127,7 +128,8 @@ def generation_contenders(baseline_dir: Path) -> dict[str, Callable[[str, int], 
 
     tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
     int8 = ORTModelForCausalLM.from_pretrained(optimum_int8_dir("generation", baseline_dir),
-                                               file_name="model_quantized.onnx", use_cache=True)
+                                               file_name="model_quantized.onnx", use_cache=True,
+                                               session_options=session_options())
     runner = Runner("generation", "optimum-int8", "onnxruntime", baseline_dir, tokenizer, int8)
     return {"optimum-int8": lambda prompt, n: generation.generate(runner, prompt, n)}
 
@@ -255,7 +257,7 @@ def bench_app(variant: str, context: str, config: BenchConfig) -> tuple[list[Res
         client = _connect(base, server)
         with httpx.Client(base_url=base, timeout=60) as http:
             callers = {"app (gradio_client)": lambda: client.predict(context, QA_QUESTION, variant, api_name="/qa"),
-                       "app (HTTP API, keep-alive)": lambda: _http_api_call(http, "qa", [context, QA_QUESTION, variant])}
+                       "app (HTTP API, keep-alive)": lambda: http_api_call(http, "qa", [context, QA_QUESTION, variant])}
             results, overheads = [], {}
             for contender, call in callers.items():
                 trips, extra = [], []
@@ -276,7 +278,7 @@ def bench_app(variant: str, context: str, config: BenchConfig) -> tuple[list[Res
         server.wait(timeout=30)
 
 
-def _http_api_call(http, api_name: str, data: list) -> dict:
+def http_api_call(http, api_name: str, data: list) -> dict:
     """Gradio's documented HTTP API: POST /gradio_api/call/<name> → event id, then read the
     server-sent events of GET /gradio_api/call/<name>/<event id> until `complete`."""
     event_id = http.post(f"gradio_api/call/{api_name}", json={"data": data}).raise_for_status().json()["event_id"]

@@ -50,7 +50,7 @@ Training took {training['train_seconds'] / 60:.0f} min on a 2-core CPU.
 | NoAns ({int(test['NoAns_total'])}) | {test['NoAns_exact']:.1f} | {test['NoAns_f1']:.1f} |
 
 Always answering "no answer" would score F1 {100 * test['NoAns_total'] / test['overall_total']:.1f}.
-With a span forced on every question, HasAns F1 is {forced['HasAns_f1']:.1f}.
+With a span forced on every question, HasAns F1 is {forced['HasAns_f1']:.1f}.{abstains(training)}
 Validation article: overall F1 {validation['overall_f1']:.1f}.
 
 Per-epoch validation history: {json.dumps(training['history'])}
@@ -78,6 +78,10 @@ def command(training: dict, init_from: str | None = None, output: str | None = N
 
 def reproduce(training: dict) -> str:
     """The commands, stage by stage, that produced these weights."""
+    if training.get("prune"):
+        prune = training["prune"]
+        return (f"python -m optimize prune --task qa --heads-kept {prune['heads_kept']} --ffn-kept {prune['ffn_kept']} "
+                f"--epochs {training['epochs']} --learning-rate {training['learning_rate']}")
     stages = training.get("stages") or []
     if not stages or not isinstance(stages[0], dict):
         return command(training)
@@ -85,6 +89,18 @@ def reproduce(training: dict) -> str:
     return (f"# stage 1 (test F1 {first['test']['overall_f1']:.1f}, HasAns {first['test']['HasAns_f1']:.1f})\n"
             f"{command(first, output='runs/qa-stage1')}\n# stage 2\n"
             f"{command(training, init_from='runs/qa-stage1')}")
+
+
+def abstains(training: dict) -> str:
+    """For a pruned model: overall F1 can hold while span quality drops, because "no answer"
+    alone scores about 51 here; say so next to the numbers."""
+    baseline_file = Path(__file__).resolve().parents[1] / "weights" / "qa-minilm-squad2" / "training.json"
+    if not training.get("prune") or not baseline_file.exists():
+        return ""
+    baseline = json.loads(baseline_file.read_text())
+    return (f"\nThe baseline scores HasAns F1 {baseline['test']['HasAns_f1']:.1f} (forced span "
+            f"{baseline['test_forced_span']['HasAns_f1']:.1f}) and NoAns {baseline['test']['NoAns_f1']:.1f}: this pruned model "
+            "keeps the overall F1 by answering \"no answer\" more often, and its spans are worse.")
 
 
 def write_qa_card(directory: Path) -> Path:

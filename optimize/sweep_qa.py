@@ -20,7 +20,7 @@ from optimize.evaluate_qa import evaluate_model
 from optimize.prune_qa import PruneConfig, importance, load_baseline, prune
 from optimize.train_qa import TrainConfig, training_features
 
-GRID = ((12, 1536), (10, 1280), (8, 1024), (6, 1536), (12, 768), (6, 768), (4, 512))
+GRID = ((12, 1536), (10, 1280), (8, 1024), (6, 1536), (12, 768), (6, 768), (4, 512), (3, 384), (2, 256))
 
 
 def forward_ms(model, repeats: int = 15) -> float:

@@ -48,3 +48,18 @@ def test_bad_input_gives_a_message_and_the_server_keeps_serving(client):
     with pytest.raises(Exception, match="max_new_tokens must be between"):
         client.predict("Hi", "baseline", 100000, api_name="/generate")
     assert client.predict(SEED, "Who worked harder?", "baseline", api_name="/qa")["latency_ms"]["total"] > 0
+
+
+def test_http_api_answers_like_gradio_client(client, app_url):
+    """The plain HTTP API (POST /gradio_api/call/qa, then its event stream) that the bench times
+    for embedders returns the same answer as gradio_client, and its errors surface as errors."""
+    import httpx
+
+    from optimize.bench import http_api_call
+
+    expected = client.predict(SEED, "Who worked harder?", "baseline", api_name="/qa")
+    with httpx.Client(base_url=app_url, timeout=60) as http:
+        result = http_api_call(http, "qa", [SEED, "Who worked harder?", "baseline"])
+        assert (result["answer"], result["start"], result["end"]) == (expected["answer"], expected["start"], expected["end"])
+        with pytest.raises(RuntimeError, match="error"):
+            http_api_call(http, "qa", [SEED, "   ", "baseline"])
