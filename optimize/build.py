@@ -287,9 +287,9 @@ def _optimum_steps(source: Path, work: Path, preset: Preset, variant, recipe: On
         if preset.task == "qa" and not cuda:
             progress(f"{name}: timing the fused graph against ONNX Runtime's own load-time fusions")
             timings = graph_latency_ms({"fused": current, "load-time fusions only": exported})
-            if timings["load-time fusions only"] < timings["fused"]:
-                current = exported
-            steps.append("kept the faster graph at 384 tokens: "
+            kept = min(timings, key=timings.get)
+            current = current if kept == "fused" else exported
+            steps.append(f"kept the faster graph at 384 tokens ({kept}): "
                          + ", ".join(f"{k} {v:.1f} ms" for k, v in timings.items()))
     if recipe.quantize and not cuda and recipe.weight_only_bits:
         progress(f"{name}: weight-only INT{recipe.weight_only_bits} quantization")
