@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     stages.add_parser("sweep-qa", help="accuracy/latency of QA pruning sparsities (before recovery)")
     stages.add_parser("sweep-generation", help="accuracy/speed of dropping decoder layers and FFN neurons (before recovery)")
 
+    diagnose = stages.add_parser("diagnose-qa", help="spans vs answerability: margin AUC, best-threshold F1 (reports/)")
+    diagnose.add_argument("--weights", type=Path, action="append", help="model folder (repeatable; default: both QA models)")
+
     bench = stages.add_parser("bench", help="project variants vs transformers pipeline and optimum INT8, one run")
     bench.add_argument("--task", choices=("qa", "generation"), action="append")
     bench.add_argument("--quick", action="store_true", help="few rounds (the regression test's setting)")
@@ -98,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     elif args.stage == "sweep-generation":
         from optimize.sweep_generation import run as sweep_generation
         sweep_generation()
+    elif args.stage == "diagnose-qa":
+        from optimize.answerability import run as diagnose_qa
+        diagnose_qa(*([tuple(args.weights)] if args.weights else []))
     elif args.stage == "build":
         from models.catalog import default_preset, preset
         from models.errors import InputError, VariantUnavailable

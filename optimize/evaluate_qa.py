@@ -31,6 +31,8 @@ def evaluate(forward: Forward, tokenizer, data: list[squad.Example], config: QAC
         "metrics": squad.evaluate(data, predictions),
         "forced_metrics": squad.evaluate(data, spans),
         "predictions": predictions,
+        "spans": spans,  # best span even where "no answer" won
+        "margins": margins,  # best span score minus null score
     }
 
 

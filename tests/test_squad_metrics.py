@@ -33,3 +33,12 @@ def test_best_threshold_answers_only_where_it_pays():
 def test_split_is_by_article_and_disjoint():
     split = squad.ArticleSplit()
     assert not set(split.train) & set(split.test) and not set(split.validation) & set(split.test)
+
+
+def test_answerability_auc_counts_ranks_and_ties():
+    from optimize.answerability import roc_auc
+
+    assert roc_auc([3.0, 4.0], [1.0, 2.0]) == 1.0
+    assert roc_auc([1.0, 2.0], [3.0, 4.0]) == 0.0
+    assert roc_auc([1.0, 1.0], [1.0]) == 0.5
+    assert roc_auc([2.0, 0.0], [1.0]) == 0.5
