@@ -28,18 +28,19 @@ class GreedyDecoder:
         # present.N.key of one step is past_key_values.N.key of the next (matched by name, not order)
         self.present_names = [n.replace("past_key_values.", "present.") for n in self.past_names]
         self.has_position_ids = "position_ids" in inputs
+        self.has_logits_to_keep = "logits_to_keep" in inputs  # optimize/build.py add_logits_to_keep
         _, heads, _, dim = inputs[self.past_names[0]].shape  # symbolic in some exports: then from the config
         heads, dim = heads if isinstance(heads, int) else kv_heads, dim if isinstance(dim, int) else head_dim
         self.empty_past = np.zeros((1, heads, 0, dim), dtype=np.float32)
         self.eos_token_ids = eos_token_ids
 
     def _step(self, binding, ids: np.ndarray, past, past_length: int):
-        self._bind(binding, ids, past, past_length)
+        self._bind(binding, ids, past, past_length, logits_kept=1)
         self.session.run_with_iobinding(binding)
         outputs = binding.get_outputs()
         return int(outputs[0].numpy()[0, -1].argmax()), outputs[1:]
 
-    def _bind(self, binding, ids: np.ndarray, past, past_length: int) -> None:
+    def _bind(self, binding, ids: np.ndarray, past, past_length: int, logits_kept: int) -> None:
         binding.clear_binding_inputs()
         binding.clear_binding_outputs()
         length = ids.shape[1]
@@ -47,6 +48,8 @@ class GreedyDecoder:
         binding.bind_cpu_input("attention_mask", np.ones((1, past_length + length), dtype=np.int64))
         if self.has_position_ids:
             binding.bind_cpu_input("position_ids", np.arange(past_length, past_length + length, dtype=np.int64)[None])
+        if self.has_logits_to_keep:
+            binding.bind_cpu_input("logits_to_keep", np.array([logits_kept], dtype=np.int64))
         for name, value in zip(self.past_names, past):
             binding.bind_ortvalue_input(name, value)
         binding.bind_output("logits")
@@ -58,7 +61,7 @@ class GreedyDecoder:
         binding = self.session.io_binding()
         past = [self.ortvalue.ortvalue_from_numpy(self.empty_past)] * len(self.past_names)
         ids = input_ids.numpy().astype(np.int64)
-        self._bind(binding, ids, past, 0)
+        self._bind(binding, ids, past, 0, logits_kept=ids.shape[1])
         self.session.run_with_iobinding(binding)
         return torch.from_numpy(binding.get_outputs()[0].numpy())
 

@@ -23,9 +23,10 @@ def test_optimized_variants_are_fused_onnx_with_a_complete_manifest(built_preset
     assert kept in ("fused", "load-time fusions only") and "ms" in manifest["steps"][2]
     assert (kept == "fused") == ("Attention" in {node.op_type for node in onnx.load(target / "model.onnx").graph.node})
     generation_target = built_presets["generation"].built_dir("optimized")
-    assert "MatMulNBits int8" in read_manifest(generation_target)["steps"][-1]
+    generation_steps = read_manifest(generation_target)["steps"]
+    assert "MatMulNBits int8" in generation_steps[0] and generation_steps[1].startswith("logits_to_keep")
     generation_ops = {node.op_type for node in onnx.load(generation_target / "model.onnx", load_external_data=False).graph.node}
-    assert {"GroupQueryAttention", "MatMulNBits"} <= generation_ops
+    assert {"GroupQueryAttention", "MatMulNBits", "Slice"} <= generation_ops
 
 
 def test_qa_int8_recipe_quantizes(tiny_qa_dir):
