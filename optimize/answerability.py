@@ -48,11 +48,11 @@ def run(models: tuple[Path, ...] = (Path("weights/qa-minilm-squad2"), Path("weig
 
 def _diagnose(model, tokenizer, config, weights: Path, name: str, data) -> dict:
     from optimize import squad
-    from optimize.evaluate_qa import evaluate_model
+    from optimize.evaluate_qa import answered, evaluate_model
 
     shipped = evaluate_model(model, tokenizer, data, config, threshold=config.null_threshold)
     best = squad.best_threshold(data, shipped["spans"], shipped["margins"])
-    oracle = squad.evaluate(data, {q: s if shipped["margins"][q] > best else "" for q, s in shipped["spans"].items()})
+    oracle = squad.evaluate(data, answered(shipped["spans"], shipped["margins"], best))
     margins = shipped["margins"]
     return {
         "model": str(weights), "split": name, "questions": len(data),

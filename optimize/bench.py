@@ -33,7 +33,7 @@ from models.errors import VariantUnavailable
 from models.reports import REPORTS_DIR
 from models.runners import cpu_threads, session_options  # the same ORT settings for every contender
 from models.showdown import Showdown
-from optimize.report import QA_QUESTION, machine, percentile, qa_context
+from optimize.report import QA_QUESTION, machine, percentile, qa_context, timed_rounds
 
 log = logging.getLogger("optimize.bench")
 GENERATION_PROMPT_WORDS = ("Read the following notes and then write a short story about a robot who learns to bake "
@@ -162,22 +162,6 @@ def generation_prompt(tokenizer, tokens: int) -> str:
     return " ".join(words[i % len(words)] for i in range(count))
 
 
-def timed_rounds(contenders: dict[str, Callable[[], object]], rounds: int, warmup: int) -> dict[str, list]:
-    """Warm up each, then `rounds` rounds with a rotating order; (seconds, output) per call."""
-    for call in contenders.values():
-        for _ in range(warmup):
-            call()
-    names = list(contenders)
-    out: dict[str, list] = {name: [] for name in names}
-    for round_index in range(rounds):
-        shift = round_index % len(names)
-        for name in names[shift:] + names[:shift]:
-            started = time.perf_counter()
-            value = contenders[name]()
-            out[name].append((time.perf_counter() - started, value))
-    return out
-
-
 def _result(workload: str, name: str, runs: list) -> Result:
     ms = [1000 * seconds for seconds, _ in runs]
     value = runs[-1][1]
@@ -258,19 +242,14 @@ def bench_app(variant: str, context: str, config: BenchConfig) -> tuple[list[Res
         with httpx.Client(base_url=base, timeout=60) as http:
             callers = {"app (gradio_client)": lambda: client.predict(context, QA_QUESTION, variant, api_name="/qa"),
                        "app (HTTP API, keep-alive)": lambda: http_api_call(http, "qa", [context, QA_QUESTION, variant])}
+            runs = timed_rounds(callers, config.app_rounds, config.warmup)
             results, overheads = [], {}
-            for contender, call in callers.items():
-                trips, extra = [], []
-                for index in range(config.warmup + config.app_rounds):
-                    started = time.perf_counter()
-                    answer = call()
-                    trip = 1000 * (time.perf_counter() - started)
-                    if index >= config.warmup:
-                        trips.append(trip)
-                        extra.append(trip - answer["latency_ms"]["total"])
+            for contender, calls in runs.items():
+                trips = [1000 * seconds for seconds, _ in calls]
+                extra = [trip - answer["latency_ms"]["total"] for trip, (_, answer) in zip(trips, calls)]
                 overheads[contender] = percentile(extra, 50)
                 results.append(Result(f"app round trip, QA ~384 tokens, {variant}", contender,
-                                      percentile(trips, 50), percentile(trips, 95), answer=answer["answer"],
+                                      percentile(trips, 50), percentile(trips, 95), answer=calls[-1][1]["answer"],
                                       notes=f"overhead p50 {overheads[contender]:.1f} ms, p95 {percentile(extra, 95):.1f} ms"))
         return results, overheads
     finally:
@@ -359,20 +338,25 @@ def outside_f1(outside: dict[str, Callable[[str, str], str]]) -> dict[str, float
     return out
 
 
+FASTEST_FIRST = ("pruned-optimized", "optimized")  # the project variant the ratios compare, when built
+
+
+def fastest_built(results: list[Result], workload_prefix: str) -> str | None:
+    present = {r.contender for r in results if r.workload.startswith(workload_prefix)}
+    return next((v for v in FASTEST_FIRST if v in present), None)
+
+
 def ratios(results: list[Result]) -> dict[str, float]:
-    """The fastest project variant that was built (pruned-optimized, else optimized) against the
-    outside contenders; `compared` in the JSON says which one it was."""
-    def p50(workload_prefix: str, contender: str) -> float | None:
+    """The fastest project variant that was built against the outside contenders; `compared` in
+    the JSON says which one it was."""
+    def p50(workload_prefix: str, contender: str | None) -> float | None:
         for r in results:
             if r.workload.startswith(workload_prefix) and r.contender == contender:
                 return r.tokens_per_s if r.tokens_per_s is not None else r.latency_p50_ms
         return None
 
-    def best(prefix: str) -> float | None:
-        return next((v for v in (p50(prefix, "pruned-optimized"), p50(prefix, "optimized")) if v is not None), None)
-
     out = {}
-    qa_best, gen_best = best("QA ~384"), best("generation")
+    qa_best, gen_best = p50("QA ~384", fastest_built(results, "QA ~384")), p50("generation", fastest_built(results, "generation"))
     for name, contender in (("pipeline_fp32", "pipeline-fp32"), ("optimum_int8", "optimum-int8")):
         other = p50("QA ~384", contender)
         if qa_best and other:
@@ -385,11 +369,9 @@ def ratios(results: list[Result]) -> dict[str, float]:
 
 
 def compared(results: list[Result]) -> str:
-    """Which project variant the ratios used per task (the fastest one that was built)."""
-    def best(prefix: str) -> str:
-        present = {r.contender for r in results if r.workload.startswith(prefix)}
-        return next((v for v in ("pruned-optimized", "optimized") if v in present), "-")
-    return f"QA {best('QA ~384')}, generation {best('generation')}"
+    """Which project variant the ratios used per task."""
+    return (f"QA {fastest_built(results, 'QA ~384') or '-'}, "
+            f"generation {fastest_built(results, 'generation') or '-'}")
 
 
 def markdown(bench: Bench) -> str:
@@ -439,7 +421,7 @@ def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "ge
         bench.memory["f1"] = {**(outside_f1(outside) if config.outside_f1 else {}), **{
             v: showdown.variant_status("qa", v)["accuracy"].get("overall_f1") for v in ("baseline", "optimized", "pruned", "pruned-optimized")}}
         if config.app:
-            best = "pruned-optimized" if showdown.variant_status("qa", "pruned-optimized")["status"] == "ready" else "optimized"
+            best = next((v for v in FASTEST_FIRST if showdown.variant_status("qa", v)["status"] == "ready"), "optimized")
             context = qa_context(showdown.runner("qa", "baseline").tokenizer, 384)
             app_results, overheads = bench_app(best, context, config)
             bench.results += app_results

@@ -6,6 +6,7 @@ skipped; `--force` rebuilds.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -109,33 +110,16 @@ def add_logits_to_keep(model_path: Path) -> None:
     graph.input.append(helper.make_tensor_value_info("logits_to_keep", TensorProto.INT64, [1]))
     graph.initializer.extend([helper.make_tensor("logits_to_keep/ends", TensorProto.INT64, [1], [2**63 - 1]),
                               helper.make_tensor("logits_to_keep/axes", TensorProto.INT64, [1], [1])])
-    graph.node.extend([
-        helper.make_node("Neg", ["logits_to_keep"], ["logits_to_keep/starts"], name="/logits_to_keep/Neg"),
-        helper.make_node("Slice", [head.input[0], "logits_to_keep/starts", "logits_to_keep/ends", "logits_to_keep/axes"],
-                         ["logits_to_keep/hidden"], name="/logits_to_keep/Slice"),
-    ])
-    head.input[0] = "logits_to_keep/hidden"
+    hidden, head.input[0] = head.input[0], "logits_to_keep/hidden"
+    position = list(graph.node).index(head)  # nodes stay topologically sorted: the new ones go just before the head
+    graph.node.insert(position, helper.make_node("Neg", ["logits_to_keep"], ["logits_to_keep/starts"],
+                                                 name="/logits_to_keep/Neg"))
+    graph.node.insert(position + 1, helper.make_node(
+        "Slice", [hidden, "logits_to_keep/starts", "logits_to_keep/ends", "logits_to_keep/axes"],
+        ["logits_to_keep/hidden"], name="/logits_to_keep/Slice"))
     logits = next(output for output in graph.output if output.name == "logits")
     logits.type.tensor_type.shape.dim[1].dim_param = "logits_length"
-    sorted_nodes = _topological(graph)
-    del graph.node[:]
-    graph.node.extend(sorted_nodes)
     onnx.save(model, str(model_path))
-
-
-def _topological(graph) -> list:
-    """Nodes in an order where every input is produced before use (ONNX requires it)."""
-    available = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
-    pending, ordered = list(graph.node), []
-    while pending:
-        ready = [node for node in pending if all(name in available for name in node.input)]
-        if not ready:
-            raise ValueError("the graph has a cycle or a missing input")
-        for node in ready:
-            ordered.append(node)
-            available.update(node.output)
-        pending = [node for node in pending if node not in ready]
-    return ordered
 
 
 def genai_build(source: Path, output: Path, recipe: OnnxRecipe, cuda: bool) -> Path:
@@ -190,27 +174,20 @@ def graph_latency_ms(graphs: dict[str, Path], tokens: int = 384, rounds: int = 3
     serving session options. Why measure per build: which one wins depends on the model and the
     thread settings (no spinning: the fused Attention won on the 12-head MiniLM, 34.1 vs 36.4 ms,
     and lost on the 4-head pruned one, 13.2 vs 11.8 ms; with 100 µs spinning they tied at 9.8 ms)."""
-    import statistics
-    import time
-
     import numpy as np
     import onnxruntime
 
     from models.runners import session_options
+    from optimize.report import percentile, timed_rounds
 
     sessions = {name: onnxruntime.InferenceSession(str(path), session_options(), providers=["CPUExecutionProvider"])
                 for name, path in graphs.items()}
     ids = np.random.default_rng(0).integers(1000, 2000, (1, tokens), dtype=np.int64)
     values = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
     feeds = {name: {i.name: values[i.name] for i in session.get_inputs()} for name, session in sessions.items()}
-    times: dict[str, list[float]] = {name: [] for name in sessions}
-    for round_index in range(rounds + 3):
-        for name, session in sessions.items():
-            started = time.perf_counter()
-            session.run(None, feeds[name])
-            if round_index >= 3:
-                times[name].append(1e3 * (time.perf_counter() - started))
-    return {name: statistics.median(values) for name, values in times.items()}
+    calls = {name: functools.partial(session.run, None, feeds[name]) for name, session in sessions.items()}
+    return {name: percentile([1e3 * seconds for seconds, _ in runs], 50)
+            for name, runs in timed_rounds(calls, rounds, warmup=3).items()}
 
 
 def quantize_dynamic(onnx_dir: Path, output: Path, recipe: OnnxRecipe) -> Path:

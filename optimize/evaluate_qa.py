@@ -25,7 +25,7 @@ def evaluate(forward: Forward, tokenizer, data: list[squad.Example], config: QAC
         spans[example.id], margins[example.id] = answer.span, answer.score
     if threshold is None:
         threshold = squad.best_threshold(data, spans, margins)
-    predictions = {qid: spans[qid] if margins[qid] > threshold else "" for qid in spans}
+    predictions = answered(spans, margins, threshold)
     return {
         "threshold": float(threshold),
         "metrics": squad.evaluate(data, predictions),
@@ -34,6 +34,12 @@ def evaluate(forward: Forward, tokenizer, data: list[squad.Example], config: QAC
         "spans": spans,  # best span even where "no answer" won
         "margins": margins,  # best span score minus null score
     }
+
+
+def answered(spans: dict[str, str], margins: dict[str, float], threshold: float) -> dict[str, str]:
+    """The served prediction per question: the best span where it beats the null score by more
+    than `threshold`, else "" (no answer), as models/qa.py postprocess decides."""
+    return {qid: spans[qid] if margins[qid] > threshold else "" for qid in spans}
 
 
 def evaluate_model(model, tokenizer, data, config: QAConfig, threshold: float | None = None) -> dict:

@@ -7,10 +7,12 @@ QA: one question over a context of ~384 tokens, batch 1. Generation: a fixed pro
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +68,26 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
+def timed_rounds(contenders: dict[str, Callable[[], object]], rounds: int, warmup: int,
+                 on_round: Callable[[int], None] | None = None) -> dict[str, list]:
+    """Warm up each, then `rounds` rounds with a rotating order (so that no contender always runs
+    first or after the same neighbour); (seconds, output) per call."""
+    for call in contenders.values():
+        for _ in range(warmup):
+            call()
+    names = list(contenders)
+    out: dict[str, list] = {name: [] for name in names}
+    for round_index in range(rounds):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            started = time.perf_counter()
+            value = contenders[name]()
+            out[name].append((time.perf_counter() - started, value))
+        if on_round:
+            on_round(round_index)
+    return out
+
+
 def parameters(runner) -> int:
     if runner.runtime == "torch":
         return sum(p.numel() for p in runner.model.parameters())
@@ -81,7 +103,6 @@ def measure_task(showdown: Showdown, task: str, config: ReportConfig) -> Report:
             runners[variant] = showdown.runner(task, variant)
         except VariantUnavailable as error:
             log.info("%s/%s skipped: %s", task, variant, error)
-    timings: dict[str, list[dict]] = {v: [] for v in runners}
     if task == "qa":
         tokenizer = next(iter(runners.values())).tokenizer
         context = qa_context(tokenizer, config.qa_tokens)
@@ -90,15 +111,9 @@ def measure_task(showdown: Showdown, task: str, config: ReportConfig) -> Report:
     else:
         call = lambda runner: generation.generate(runner, GENERATION_PROMPT, config.new_tokens)  # noqa: E731
         rounds, workload = config.generation_rounds, f"generation, greedy up to {config.new_tokens} new tokens"
-    order = list(runners)
-    for variant in order:
-        for _ in range(config.warmup):
-            call(runners[variant])
-    for round_index in range(rounds):
-        shift = round_index % len(order)
-        for variant in order[shift:] + order[:shift]:
-            timings[variant].append(call(runners[variant]))
-        log.info("%s round %d/%d", task, round_index + 1, rounds)
+    runs = timed_rounds({v: functools.partial(call, runner) for v, runner in runners.items()}, rounds, config.warmup,
+                        on_round=lambda index: log.info("%s round %d/%d", task, index + 1, rounds))
+    timings: dict[str, list[dict]] = {v: [value for _, value in calls] for v, calls in runs.items()}
 
     def p50(variant: str) -> float:
         return percentile([t["latency_ms"]["total"] for t in timings[variant]], 50)
