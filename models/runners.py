@@ -83,10 +83,36 @@ def load_runner(task: Task, variant: str, runtime: Runtime, path: Path) -> Runne
 
 
 def _load_torch(task: Task, path: Path):
-    from transformers import AutoModelForCausalLM, AutoModelForQuestionAnswering
+    from transformers import AutoModelForQuestionAnswering
 
-    cls = AutoModelForQuestionAnswering if task == "qa" else AutoModelForCausalLM
-    return cls.from_pretrained(path, torch_dtype=torch.float32, attn_implementation="sdpa").eval()
+    if task == "generation":
+        return load_causal_lm(path)
+    return AutoModelForQuestionAnswering.from_pretrained(path, torch_dtype=torch.float32, attn_implementation="sdpa").eval()
+
+
+def load_causal_lm(path: Path):
+    """A decoder whose layers may have different FFN widths (`intermediate_sizes` in its config,
+    written by optimize/prune_generation.py): transformers builds every layer at one width, so
+    the MLPs are narrowed before the weights are loaded."""
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(path)
+    widths = getattr(config, "intermediate_sizes", None)
+    if not widths:
+        return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa").eval()
+    config._attn_implementation = "sdpa"
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    hidden, bias = config.hidden_size, getattr(config, "mlp_bias", False)
+    for layer, width in zip(model.model.layers, widths):
+        mlp = layer.mlp
+        mlp.gate_proj, mlp.up_proj = torch.nn.Linear(hidden, width, bias=bias), torch.nn.Linear(hidden, width, bias=bias)
+        mlp.down_proj = torch.nn.Linear(width, hidden, bias=bias)
+    missing, unexpected = model.load_state_dict(load_file(Path(path) / "model.safetensors"), strict=False)
+    if unexpected or set(missing) - {"lm_head.weight"}:
+        raise ValueError(f"weights do not match the config: missing {missing}, unexpected {unexpected}")
+    model.tie_weights()
+    return model.eval()
 
 
 def session_options():

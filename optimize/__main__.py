@@ -29,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     prune.add_argument("--heads-kept", type=int, default=6, help="attention heads kept per layer (of 12)")
     prune.add_argument("--ffn-kept", type=int, help="FFN neurons kept per layer, of 1536 (QA default 768, generation 1536)")
     prune.add_argument("--layers-dropped", type=int, default=8, help="generation: decoder layers removed (of 30)")
+    prune.add_argument("--ffn-pruned-share", type=float, default=0.0,
+                       help="generation: share of all FFN neurons removed, ranked across layers (overrides --ffn-kept)")
     prune.add_argument("--epochs", type=int, default=1, help="QA recovery epochs")
     prune.add_argument("--steps", type=int, default=300, help="generation recovery steps (LoRA distillation)")
     prune.add_argument("--learning-rate", type=float, help="recovery learning rate (QA 1e-4, generation 1e-3)")
@@ -80,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.stage == "prune" and args.task == "generation":
         from optimize import prune_generation
         result = prune_generation.run(
-            prune_generation.DecoderPruneConfig(layers_dropped=args.layers_dropped,
-                                                ffn_kept=args.ffn_kept or 1536),
+            prune_generation.DecoderPruneConfig(layers_dropped=args.layers_dropped, ffn_kept=args.ffn_kept or 1536,
+                                                ffn_pruned_share=args.ffn_pruned_share),
             prune_generation.RecoveryConfig(steps=args.steps, learning_rate=args.learning_rate or 1e-3),
             args.output or Path("weights/generation-smollm2-pruned"), measure_before=not args.skip_before)
         print({k: result[k] for k in ("layers_kept", "before_recovery", "after_recovery")})

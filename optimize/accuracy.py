@@ -93,7 +93,7 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
         return {"sequences": [s.tolist() for s in greedy_continuations(reference)],
                 "perplexity": perplexity(reference, paragraphs) if paragraphs else None}
 
-    cached = _reference_cache(reference_path, "generation", reference_side)
+    cached = reference_cache(reference_path, f"generation-{len(PROMPTS)}-prompts", reference_side)
     sequences = [torch.tensor(s) for s in cached["sequences"]]
     prompt_lengths = [chat_prompt(runner.tokenizer, p).shape[1] for p in PROMPTS]
     metrics = {"prompts": len(PROMPTS), "agreement_pct": round(next_token_agreement(runner, sequences, prompt_lengths), 2)}
@@ -104,7 +104,7 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
     return metrics
 
 
-def _reference_cache(source: Path, kind: str, compute) -> dict:
+def reference_cache(source: Path, kind: str, compute) -> dict:
     """The reference side of a comparison depends only on the source's weights: computed once per
     source fingerprint and reused by every variant built from it (builds of 4 variants share 2)."""
     import json
@@ -135,7 +135,7 @@ def measure(preset: Preset, directory: Path, variant_name: str, reference: Path)
     if data is None:
         return {"note": "SQuAD data not found: accuracy not measured"}
     metrics = qa_accuracy(runner, data)
-    reference_metrics = _reference_cache(reference, "qa", lambda: qa_accuracy(load_reference(), data))
+    reference_metrics = reference_cache(reference, "qa", lambda: qa_accuracy(load_reference(), data))
     same = sum(metrics["_predictions"][q] == reference_metrics["_predictions"][q] for q in metrics["_predictions"])
     metrics["agreement_pct"] = round(100 * same / len(data), 2)
     metrics["reference_overall_f1"] = reference_metrics["overall_f1"]

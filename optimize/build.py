@@ -12,7 +12,7 @@ import json
 import logging
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from models.catalog import Preset
@@ -43,6 +43,7 @@ class OnnxRecipe:
     opset: int | None = None
     exporter: str = "optimum"  # or "genai-builder": ONNX Runtime GenAI's model builder (decoders)
     keep_fp32: tuple[str, ...] = ()  # genai-builder: "attention" and/or "lm_head" MatMuls left unquantized
+    smooth_alpha: float | None = None  # genai-builder INT8: SmoothQuant the MLPs first (optimize/smooth.py)
 
 
 def recipe_ladder(task: str) -> list[OnnxRecipe]:
@@ -51,7 +52,9 @@ def recipe_ladder(task: str) -> list[OnnxRecipe]:
     if task == "qa":
         return [default_recipe(task)]  # its INT8 was measured to miss the gates (default_recipe): not retried per build
     return [default_recipe(task),
-            OnnxRecipe(weight_only_bits=8, block_size=16, exporter="genai-builder", keep_fp32=("attention", "lm_head")),
+            replace(default_recipe(task), smooth_alpha=0.5),
+            OnnxRecipe(weight_only_bits=8, block_size=16, exporter="genai-builder", keep_fp32=("attention", "lm_head"),
+                       smooth_alpha=0.5),
             OnnxRecipe(quantize=False, exporter="genai-builder")]
 
 
@@ -127,6 +130,14 @@ def genai_build(source: Path, output: Path, recipe: OnnxRecipe, cuda: bool) -> P
     import subprocess
     import sys
 
+    from optimize import narrow_ffn
+
+    if recipe.smooth_alpha and recipe.quantize and not cuda:
+        from optimize.smooth import smooth_mlps
+        source = smooth_mlps(source, output.parent / "smoothed", recipe.smooth_alpha)
+    widths = json.loads((source / "config.json").read_text()).get("intermediate_sizes")
+    if widths:  # the builder assumes one FFN width: build padded, then cut each layer back
+        source = narrow_ffn.pad_to_uniform(source, output.parent / "uniform-width")
     precision, provider = ("fp16", "cuda") if cuda else (f"int{recipe.weight_only_bits or 8}" if recipe.quantize else "fp32", "cpu")
     options = ["shared_embeddings=false", f"block_size={recipe.block_size}", "accuracy_level=4"]
     excluded = fp32_nodes(source, recipe.keep_fp32)
@@ -137,6 +148,8 @@ def genai_build(source: Path, output: Path, recipe: OnnxRecipe, cuda: bool) -> P
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0 or not (output / ONNX_FILE).exists():
         raise RuntimeError(f"onnxruntime-genai model builder failed: {done.stderr[-2000:]}")
+    if widths:
+        narrow_ffn.narrow(output / ONNX_FILE, widths)
     return output / ONNX_FILE
 
 
@@ -266,7 +279,8 @@ def _build_onnx_once(preset: Preset, variant_name: str, recipe: OnnxRecipe, sour
             progress(f"{preset.name}/{variant_name}: ONNX Runtime GenAI model builder (fused graph, INT8 weights)")
             current = genai_build(source, work / "genai", recipe, cuda)
             weights = ("fp16" if cuda else f"MatMulNBits int{recipe.weight_only_bits} block {recipe.block_size}"
-                       + (f", fp32 {' + '.join(recipe.keep_fp32)}" if recipe.keep_fp32 else "") if recipe.quantize else "fp32")
+                       + (f", fp32 {' + '.join(recipe.keep_fp32)}" if recipe.keep_fp32 else "")
+                       + (f", MLPs SmoothQuant α={recipe.smooth_alpha}" if recipe.smooth_alpha else "") if recipe.quantize else "fp32")
             steps.append(f"export+fuse+quantize (onnxruntime-genai model builder: GroupQueryAttention, {weights})")
             add_logits_to_keep(current)
             steps.append("logits_to_keep input: the LM head runs on the last position only when decoding")
@@ -356,7 +370,7 @@ def build_assembled(preset: Preset, variant_name: str, force: bool = False, prog
             metrics = measure(preset, staging, variant_name, reference=source)
             _gate(preset, variant_name, variant.runtime, metrics, strict, progress)
         write_manifest(staging, source=f"{preset.name}/{variant.built_from} + {variant.recipe_dir}",
-                       steps=[f"drop layers {plan['dropped_layers']}", f"keep {plan['ffn_kept']} FFN neurons per layer",
+                       steps=[f"drop layers {plan['dropped_layers']}", f"keep FFN neurons per layer: {plan['ffn_kept']}",
                               "apply LoRA + norm recovery delta"],
                        metrics=metrics, inputs=inputs, size_bytes=size_bytes(staging), preset=preset.name,
                        variant=variant_name)

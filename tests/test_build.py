@@ -1,5 +1,6 @@
 """The optimize build on tiny models: export → graph optimization → INT8, manifest, resume."""
 import json
+import shutil
 
 import numpy as np
 import onnx
@@ -94,3 +95,28 @@ def test_onnx_decoder_emits_the_same_greedy_tokens_as_pytorch(tiny_llama_dir):
                                    atol=1e-3)
     streamed, expected = generation.generate(onnx_runner, "Hello there", 12), generation.generate(torch_runner, "Hello there", 12)
     assert streamed["text"] == expected["text"] and streamed["new_tokens"] == expected["new_tokens"]
+
+
+def test_smoothquant_moves_activation_range_into_weights_without_changing_the_model(tiny_llama_dir, tmp_path):
+    """optimize/smooth.py rescales channels between RMSNorm/up and the MLP weights: the fp32
+    model must compute the same logits, while the MLP input's largest channel shrinks."""
+    import torch
+
+    from models.runners import load_causal_lm
+    from optimize.smooth import smooth_mlps
+
+    original = load_causal_lm(tiny_llama_dir)
+    with torch.no_grad():  # an outlier channel, as real decoders have
+        original.model.layers[0].post_attention_layernorm.weight[3] = 40.0
+    original.save_pretrained(tmp_path / "outlier")
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "chat_template.jinja"):
+        if (tiny_llama_dir / name).exists():
+            shutil.copy(tiny_llama_dir / name, tmp_path / "outlier" / name)
+    smoothed = load_causal_lm(smooth_mlps(tmp_path / "outlier", tmp_path / "smoothed"))
+    from transformers import AutoTokenizer
+
+    ids = generation.preprocess(AutoTokenizer.from_pretrained(tmp_path / "smoothed"), "Hello there friend")
+    with torch.inference_mode():
+        np.testing.assert_allclose(smoothed(ids).logits, original(ids).logits, atol=1e-4)
+    gains = smoothed.model.layers[0].post_attention_layernorm.weight.abs()
+    assert gains[3] / gains.median() < 40.0 / original.model.layers[0].post_attention_layernorm.weight.abs().median()

@@ -1,4 +1,6 @@
 """Structured pruning removes heads and FFN neurons for real and survives save/load and ONNX."""
+import re
+
 import numpy as np
 import torch
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer
@@ -100,3 +102,55 @@ def test_decoder_recovery_delta_reassembles_the_recovered_model(tmp_path):
         np.testing.assert_allclose(rebuilt(ids).logits, student(ids).logits, atol=2e-2)
         assert not torch.allclose(rebuilt(ids).logits, teacher(ids).logits, atol=1e-3)
     assert len(rebuilt.model.layers) == 3
+
+
+def test_globally_pruned_decoder_has_per_layer_widths_in_pytorch_and_onnx(tmp_path):
+    """Ranking FFN neurons across layers leaves each layer its own width (multiples of 16). The
+    narrow model reloads from disk, and the ONNX builds (built padded, then cut back) compute
+    what it computes: fp32 to 1e-3, INT8 within MatMulNBits rounding."""
+    import onnx
+    from transformers import AutoModelForCausalLM
+
+    from models import generation
+    from optimize import prune_generation as pg
+    from optimize.build import OnnxRecipe
+
+    baseline_dir = tiny_llama(tmp_path / "base", layers=3)
+    tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
+    model = AutoModelForCausalLM.from_pretrained(baseline_dir).eval()
+    _, neurons = pg.importance(model, [tokenizer("the quick brown fox jumps over the lazy dog", return_tensors="pt").input_ids])
+    neurons[1] *= 0.01  # a quiet middle layer: a global ranking takes most of its neurons
+    dropped, kept = pg.plan(torch.zeros(3), neurons, pg.DecoderPruneConfig(layers_dropped=0, ffn_pruned_share=0.3))
+    widths = pg.ffn_widths(kept)
+    assert dropped == [] and len(set(widths)) > 1 and all(w % pg.FFN_BLOCK == 0 for w in widths)
+    assert sum(widths) <= 0.7 * 3 * 128 + 3 * pg.FFN_BLOCK and widths[1] < widths[0]
+    pg.prune_with_plan(model, dropped, kept)
+    model.save_pretrained(tmp_path / "pruned")
+    tokenizer.save_pretrained(tmp_path / "pruned")
+    torch_runner = load_runner("generation", "pruned", "torch", tmp_path / "pruned")
+    assert [layer.mlp.down_proj.in_features for layer in torch_runner.model.model.layers] == widths
+    ids = generation.preprocess(tokenizer, "Hello there")
+    expected = torch_runner.model(ids).logits.detach()
+    np.testing.assert_allclose(expected, model(ids).logits.detach(), atol=1e-5)
+    preset = tiny_preset("generation", tmp_path / "pruned", name="tiny-generation-narrow")
+    for recipe, atol in ((OnnxRecipe(quantize=False, exporter="genai-builder"), 1e-3),
+                         (OnnxRecipe(weight_only_bits=8, block_size=16, exporter="genai-builder"), 5e-2)):
+        target = build_onnx(preset, "optimized", recipe=recipe, evaluate=False, force=True)
+        graph = onnx.load(target / "model.onnx", load_external_data=False).graph
+        down = [n for n in graph.node if "/mlp/down_proj/" in n.name]
+        assert len(down) == 3
+        onnx_runner = load_runner("generation", "optimized", "onnxruntime", target)
+        np.testing.assert_allclose(onnx_runner.model(input_ids=ids).logits, expected, atol=atol)
+        assert onnx_runner.generate(ids, 8).shape[1] == ids.shape[1] + 8
+
+
+def test_recovery_prompts_never_reuse_a_heldout_prompt_or_topic():
+    from optimize.heldout import PROMPTS
+    from optimize.recovery_prompts import TOPICS, prompts
+
+    chosen = prompts(["Who built the house of sticks?", "What is the Yuan dynasty?"], count=64)
+    assert len(chosen) == len(set(chosen)) and "Who built the house of sticks?" in chosen
+    assert not set(chosen) & set(PROMPTS)
+    words = [set(re.findall(r"[a-z]+", p.lower())) for p in PROMPTS]  # "the internet" shares "internet"
+    reused = [t for t in TOPICS if any(set(re.findall(r"[a-z]+", t.lower())) - {"the"} <= w for w in words)]
+    assert not reused
