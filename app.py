@@ -246,8 +246,8 @@ def api_generate(showdown: Showdown):
 
 ABOUT = """
 **What you see.** Each variant is a real model running here: `baseline` is PyTorch fp32 (eager);
-`optimized` is the baseline exported to ONNX with optimum, graph-optimized by ONNX Runtime and
-quantized to dynamic INT8 (FP16 on a CUDA machine); `pruned` and `pruned-optimized` are the
+`optimized` is the baseline exported to ONNX, graph-optimized by ONNX Runtime and quantized to
+INT8 where its accuracy gates allow (its build steps say what it got; FP16 on a CUDA machine); `pruned` and `pruned-optimized` are the
 structurally pruned model and its optimized export. All variants share one tokenisation and
 post-processing path, so only the model differs. Latency is measured per request after a warm-up,
 and the order in which variants run rotates on every request.

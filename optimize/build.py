@@ -73,7 +73,8 @@ def default_recipe(task: str) -> OnnxRecipe:
     model time) gave the same answer on 91.7% of held-out questions at −1.5 F1 (per-tensor 77%;
     FFN output kept fp32 93%), missing the 98% / 1-point gates. On the pruned model (4 heads, 512
     FFN) all-INT8 agreed on 97.2% (8.2 vs 11.0 ms at 384 tokens); per MatMul class alone: FFN
-    output 97.6%, FFN input 98.1%, Q/K/V 99.1%, attention output 99.9%. With the FFN output
+    output 97.6%, FFN input 98.1%, Q/K/V 99.1%, attention output 99.9%. SmoothQuant of the FFN
+    outputs (an explicit Mul by 1/s before them, α 0.5) made all-INT8 worse: 96.0%. With the FFN output
     MatMuls kept fp32 it agreed on 98.4% at +0.05 F1, 9.6 ms: the default; fp32 is the next rung
     (the 12-head `optimized` lands there). MatMulNBits INT8 agreed on 98.6% but was slower than
     PyTorch at 384 tokens (it is a decode-time kernel)."""

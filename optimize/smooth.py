@@ -66,3 +66,4 @@ def smooth_mlps(source: Path, output: Path, alpha: float = 0.5) -> Path:
 def _scale(activation_peak: torch.Tensor, weight_peak: torch.Tensor, alpha: float) -> torch.Tensor:
     """s_j = max|X_j|^α / max|W_j|^(1−α), bounded so that no channel is scaled to nothing."""
     return (activation_peak.clamp(min=1e-5) ** alpha / weight_peak.clamp(min=1e-5) ** (1 - alpha)).clamp(1e-2, 1e2)
+
