@@ -40,15 +40,8 @@ def test_committed_qa_model_card_reports_held_out_scores_that_meet_the_bar():
     assert "Held-out" in (QA_WEIGHTS / "README.md").read_text()
 
 
-BUILT = (("qa", "optimized"), ("qa", "pruned-optimized"), ("generation", "optimized"))
-# generation `pruned` misses its 85% agreement gate (weights/generation-smollm2-pruned/README.md), so its build fails
-
-
-def test_generation_pruned_build_fails_its_gate_with_a_clear_message():
-    done = subprocess.run([sys.executable, "-m", "optimize", "build", "--task", "generation", "--variant", "pruned"],
-                          cwd=REPO_ROOT, env=repo_env(), capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "missed its accuracy gate: next-token agreement" in done.stderr and "gate ≥ 85" in done.stderr
+BUILT = (("qa", "optimized"), ("qa", "pruned-optimized"),
+         ("generation", "optimized"), ("generation", "pruned"), ("generation", "pruned-optimized"))
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +51,19 @@ def built_defaults():
         done = subprocess.run([sys.executable, "-m", "optimize", "build", "--task", task, "--variant", variant],
                               cwd=REPO_ROOT, env=repo_env(), capture_output=True, text=True, timeout=1200)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def test_generation_pruned_is_smaller_and_meets_its_gates(built_defaults):
+    """The committed plan (2 % of FFN neurons, ranked across layers) assembled and re-measured on
+    the 64 held-out prompts by the build: ≥ 85 % greedy agreement, perplexity ≤ 1.25x; its
+    optimized export agrees with it on ≥ 98 % of greedy tokens."""
+    artifacts = REPO_ROOT / "artifacts" / "generation-smollm2"
+    pruned = json.loads((artifacts / "pruned" / "manifest.json").read_text())["metrics"]
+    assert pruned["prompts"] == 64 and pruned["agreement_pct"] >= 85 and pruned["perplexity_ratio"] <= 1.25
+    config = json.loads((artifacts / "pruned" / "config.json").read_text())
+    assert sum(config["intermediate_sizes"]) < config["num_hidden_layers"] * 1536
+    optimized = json.loads((artifacts / "pruned-optimized" / "manifest.json").read_text())
+    assert optimized["metrics"]["agreement_pct"] >= 98 and "MatMulNBits int8" in optimized["steps"][0]
 
 
 @pytest.fixture(scope="module")
@@ -92,17 +98,14 @@ def test_app_answers_http_within_a_minute(app_client):
     assert up_after < 60
 
 
-def test_variants_lists_every_qa_variant_ready_and_says_why_generation_pruned_is_not(app_client):
+def test_variants_lists_every_variant_of_both_tasks_ready(app_client):
     client, _ = app_client
     variants = {(v["task"], v["variant"]): v for v in client.predict(api_name="/variants")}
-    ready = [("qa", v) for v in ("baseline", "optimized", "pruned", "pruned-optimized")]
-    for key in [*ready, ("generation", "baseline"), ("generation", "optimized")]:
-        entry = variants[key]
-        assert entry["status"] == "ready" and entry["size_bytes"] > 0, entry
-        assert not entry["accuracy"].get("gates_missed"), entry
-    for variant in ("pruned", "pruned-optimized"):  # being built in the background, or failed with the reason
-        entry = variants[("generation", variant)]
-        assert entry["status"] in ("building", "unavailable") and entry["detail"], entry
+    for task in ("qa", "generation"):
+        for variant in ("baseline", "optimized", "pruned", "pruned-optimized"):
+            entry = variants[(task, variant)]
+            assert entry["status"] == "ready" and entry["size_bytes"] > 0, entry
+            assert not entry["accuracy"].get("gates_missed"), entry
 
 
 @QA_BELOW_TARGET
@@ -113,7 +116,7 @@ def test_seed_example_finds_the_second_little_pig(app_client, variant):
     assert "second little pig" in result["answer"].lower()
 
 
-@pytest.mark.parametrize("variant", ["baseline", "optimized"])
+@pytest.mark.parametrize("variant", ["baseline", "optimized", "pruned", "pruned-optimized"])
 def test_generation_knows_the_capital_of_france(app_client, variant):
     client, _ = app_client
     result = client.predict("What is the capital of France? Answer in one sentence.", variant, 32,
