@@ -93,7 +93,7 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
         return {"sequences": [s.tolist() for s in greedy_continuations(reference)],
                 "perplexity": perplexity(reference, paragraphs) if paragraphs else None}
 
-    cached = reference_cache(reference_path, f"generation-{len(PROMPTS)}-prompts", reference_side)
+    cached = reference_cache(reference_path, f"generation-{_prompts_key()}", reference_side)
     sequences = [torch.tensor(s) for s in cached["sequences"]]
     prompt_lengths = [chat_prompt(runner.tokenizer, p).shape[1] for p in PROMPTS]
     metrics = {"prompts": len(PROMPTS), "agreement_pct": round(next_token_agreement(runner, sequences, prompt_lengths), 2)}
@@ -102,6 +102,14 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
         metrics["reference_perplexity"] = round(cached["perplexity"], 3)
         metrics["perplexity_ratio"] = round(metrics["perplexity"] / metrics["reference_perplexity"], 4)
     return metrics
+
+
+def _prompts_key() -> str:
+    """The reference continuations depend on the held-out prompts and their length, not just the weights."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps([PROMPTS, CONTINUATION_TOKENS]).encode()).hexdigest()[:12]
 
 
 def reference_cache(source: Path, kind: str, compute) -> dict:

@@ -137,12 +137,20 @@ def genai_build(source: Path, output: Path, recipe: OnnxRecipe, cuda: bool) -> P
 
     from optimize import narrow_ffn
 
-    if recipe.smooth_alpha and recipe.quantize and not cuda:
-        from optimize.smooth import smooth_mlps
-        source = smooth_mlps(source, output.parent / "smoothed", recipe.smooth_alpha)
+    smooth = bool(recipe.smooth_alpha and recipe.quantize and not cuda)
     widths = json.loads((source / "config.json").read_text()).get("intermediate_sizes")
-    if widths:  # the builder assumes one FFN width: build padded, then cut each layer back
-        source = narrow_ffn.pad_to_uniform(source, output.parent / "uniform-width")
+    if smooth or widths:  # one load, both edits in memory, one copy for the builder
+        from transformers import AutoTokenizer
+
+        from models.runners import load_causal_lm
+        from optimize.smooth import smooth_mlps
+
+        model = load_causal_lm(source)
+        if smooth:
+            smooth_mlps(model, AutoTokenizer.from_pretrained(source), recipe.smooth_alpha)
+        if widths:  # the builder assumes one FFN width: build padded, then cut each layer back
+            narrow_ffn.pad_to_uniform(model)
+        source = save_model_like(model, source, output.parent / "prepared")
     precision, provider = ("fp16", "cuda") if cuda else (f"int{recipe.weight_only_bits or 8}" if recipe.quantize else "fp32", "cpu")
     options = ["shared_embeddings=false", f"block_size={recipe.block_size}", "accuracy_level=4"]
     excluded = fp32_nodes(source, recipe.keep_fp32)
@@ -156,6 +164,15 @@ def genai_build(source: Path, output: Path, recipe: OnnxRecipe, cuda: bool) -> P
     if widths:
         narrow_ffn.narrow(output / ONNX_FILE, widths)
     return output / ONNX_FILE
+
+
+def save_model_like(model, source: Path, output: Path) -> Path:
+    """`model` saved to `output` with `source`'s tokenizer and chat-template files beside it."""
+    model.save_pretrained(output, safe_serialization=True)
+    for name in KEEP_FILES:
+        if (source / name).exists() and not (output / name).exists():
+            shutil.copy(source / name, output / name)
+    return output
 
 
 def source_fingerprint(directory: Path) -> str:

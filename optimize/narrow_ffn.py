@@ -9,17 +9,13 @@ computes exactly what the narrow PyTorch model does.
 """
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import torch
 
 
-def pad_to_uniform(source: Path, output: Path) -> Path:
-    """A copy of `source` with every MLP zero-padded to the widest one (padding neurons output 0)."""
-    from models.runners import load_causal_lm
-
-    model = load_causal_lm(source)
+def pad_to_uniform(model):
+    """Zero-pad every MLP of `model` (in place) to the widest one; padding neurons output 0."""
     width = model.config.intermediate_size
     for layer in model.model.layers:
         mlp = layer.mlp
@@ -32,11 +28,7 @@ def pad_to_uniform(source: Path, output: Path) -> Path:
         padded.weight.data.zero_()[:, : mlp.down_proj.in_features] = mlp.down_proj.weight.data
         mlp.down_proj = padded
     del model.config.intermediate_sizes
-    model.save_pretrained(output, safe_serialization=True)
-    for path in source.iterdir():
-        if path.is_file() and path.suffix != ".safetensors" and path.name != "config.json":
-            shutil.copy(path, output / path.name)
-    return output
+    return model
 
 
 def narrow(model_path: Path, widths: list[int]) -> None:

@@ -42,7 +42,7 @@ def prompts(squad_questions: list[str], count: int = 640, seed: int = 42) -> lis
     rng.shuffle(instructions)
     questions = list(dict.fromkeys(squad_questions))
     rng.shuffle(questions)
-    half = count // 2
-    chosen = instructions[:half] + questions[: count - min(half, len(instructions))]
+    taken = instructions[: count // 2]
+    chosen = taken + questions[: count - len(taken)]
     rng.shuffle(chosen)
     return chosen

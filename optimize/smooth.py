@@ -9,24 +9,16 @@ taken before it), and up enters silu(gate)·up linearly, so its rows can carry d
 """
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import torch
 
 CALIBRATION_PROMPTS = 32
 
 
-def smooth_mlps(source: Path, output: Path, alpha: float = 0.5) -> Path:
-    """A copy of `source` whose MLPs are smoothed with migration strength `alpha` (the paper's 0.5)."""
-    from transformers import AutoTokenizer
-
+def smooth_mlps(model, tokenizer, alpha: float = 0.5):
+    """Smooth `model`'s MLPs in place with migration strength `alpha` (the paper's 0.5)."""
     from models.generation import preprocess
-    from models.runners import load_causal_lm
     from optimize.recovery_prompts import prompts
 
-    model = load_causal_lm(source)
-    tokenizer = AutoTokenizer.from_pretrained(source)
     inputs = {name: {} for name in ("gate_proj", "down_proj")}
 
     def record(name: str, layer: int):
@@ -56,11 +48,7 @@ def smooth_mlps(source: Path, output: Path, alpha: float = 0.5) -> Path:
             scale = _scale(inputs["down_proj"][index], mlp.down_proj.weight.abs().amax(0), alpha)
             mlp.up_proj.weight.div_(scale[:, None])
             mlp.down_proj.weight.mul_(scale)
-    model.save_pretrained(output, safe_serialization=True)
-    for path in source.iterdir():
-        if path.is_file() and path.suffix != ".safetensors" and path.name != "config.json":
-            shutil.copy(path, output / path.name)
-    return output
+    return model
 
 
 def _scale(activation_peak: torch.Tensor, weight_peak: torch.Tensor, alpha: float) -> torch.Tensor:

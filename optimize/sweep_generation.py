@@ -3,8 +3,8 @@
 For each (dropped layers, kept FFN neurons per layer, share of all FFN neurons removed) setting,
 ranked as the pruning stage ranks them (block influence, neuron activation x weight norm, on the
 baseline's answers to training prompts): greedy next-token agreement with the baseline on the
-baseline's answers to 64 training prompts kept out of recovery ("validation", where the default is
-chosen) and on the held-out prompts (the gate's), perplexity ratio on held-out Wikipedia, and
+baseline's answers to 64 training prompts kept out of the neuron ranking ("validation", where the
+default is chosen) and on the held-out prompts (the gate's), perplexity ratio on held-out Wikipedia, and
 PyTorch fp32 greedy tokens/s (all configs in one process). This is the damage recovery has to
 repair; the default preset's pruning is the largest one whose validation agreement stays above
 the 85 % gate.

@@ -1,6 +1,5 @@
 """The optimize build on tiny models: export → graph optimization → INT8, manifest, resume."""
 import json
-import shutil
 
 import numpy as np
 import onnx
@@ -107,20 +106,19 @@ def test_smoothquant_moves_activation_range_into_weights_without_changing_the_mo
     model must compute the same logits, while the MLP input's largest channel shrinks."""
     import torch
 
+    from transformers import AutoTokenizer
+
     from models.runners import load_causal_lm
+    from optimize.build import save_model_like
     from optimize.smooth import smooth_mlps
 
     original = load_causal_lm(tiny_llama_dir)
     with torch.no_grad():  # an outlier channel, as real decoders have
         original.model.layers[0].post_attention_layernorm.weight[3] = 40.0
-    original.save_pretrained(tmp_path / "outlier")
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "chat_template.jinja"):
-        if (tiny_llama_dir / name).exists():
-            shutil.copy(tiny_llama_dir / name, tmp_path / "outlier" / name)
-    smoothed = load_causal_lm(smooth_mlps(tmp_path / "outlier", tmp_path / "smoothed"))
-    from transformers import AutoTokenizer
-
-    ids = generation.preprocess(AutoTokenizer.from_pretrained(tmp_path / "smoothed"), "Hello there friend")
+    save_model_like(original, tiny_llama_dir, tmp_path / "outlier")
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "outlier")
+    smoothed = smooth_mlps(load_causal_lm(tmp_path / "outlier"), tokenizer)  # a second copy, smoothed in place
+    ids = generation.preprocess(tokenizer, "Hello there friend")
     with torch.inference_mode():
         np.testing.assert_allclose(smoothed(ids).logits, original(ids).logits, atol=1e-4)
     gains = smoothed.model.layers[0].post_attention_layernorm.weight.abs()
