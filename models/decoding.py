@@ -6,6 +6,11 @@ token through transformers' `generate` loop and optimum's ORTModelForCausalLM wr
 torch↔numpy copies of the whole KV cache each step). Here the present key/values that ONNX
 Runtime returns stay OrtValues and are bound as the next step's past (no copies), and the only
 array read back is the last position's logits.
+
+Graphs with GroupQueryAttention (ONNX Runtime GenAI's model builder) also decode into one
+pre-allocated key/value buffer per layer, bound as both past and present: the kernel then writes
+only the new position instead of copying the whole cache into a fresh present each step (the same
+tokens; 746 → 674 ms for 64 tokens after a 157-token prompt on SmolLM2 INT8, 2 cores).
 """
 from __future__ import annotations
 
@@ -18,7 +23,8 @@ import torch
 
 
 class GreedyDecoder:
-    def __init__(self, session, eos_token_ids: set[int], kv_heads: int | None = None, head_dim: int | None = None):
+    def __init__(self, session, eos_token_ids: set[int], kv_heads: int | None = None, head_dim: int | None = None,
+                 shares_kv_buffer: bool = False):
         import onnxruntime
 
         self.session = session
@@ -33,14 +39,15 @@ class GreedyDecoder:
         heads, dim = heads if isinstance(heads, int) else kv_heads, dim if isinstance(dim, int) else head_dim
         self.empty_past = np.zeros((1, heads, 0, dim), dtype=np.float32)
         self.eos_token_ids = eos_token_ids
+        self.shares_kv_buffer = shares_kv_buffer
 
-    def _step(self, binding, ids: np.ndarray, past, past_length: int):
-        self._bind(binding, ids, past, past_length, logits_kept=1)
+    def _step(self, binding, ids: np.ndarray, past, past_length: int, shared: bool):
+        self._bind(binding, ids, past, past_length, logits_kept=1, shared=shared)
         self.session.run_with_iobinding(binding)
         outputs = binding.get_outputs()
-        return int(outputs[0].numpy()[0, -1].argmax()), outputs[1:]
+        return int(outputs[0].numpy()[0, -1].argmax()), past if shared else outputs[1:]
 
-    def _bind(self, binding, ids: np.ndarray, past, past_length: int, logits_kept: int) -> None:
+    def _bind(self, binding, ids: np.ndarray, past, past_length: int, logits_kept: int, shared: bool = False) -> None:
         binding.clear_binding_inputs()
         binding.clear_binding_outputs()
         length = ids.shape[1]
@@ -53,8 +60,11 @@ class GreedyDecoder:
         for name, value in zip(self.past_names, past):
             binding.bind_ortvalue_input(name, value)
         binding.bind_output("logits")
-        for name in self.present_names:
-            binding.bind_output(name)
+        for name, value in zip(self.present_names, past):
+            if shared:  # GroupQueryAttention writes the new position into the buffer it read
+                binding.bind_ortvalue_output(name, value)
+            else:
+                binding.bind_output(name)
 
     def logits(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Logits at every position of `input_ids` (one pass, empty past): teacher-forced accuracy."""
@@ -70,13 +80,18 @@ class GreedyDecoder:
         each new token is `put`; stops at an end-of-sequence token (which is kept, as there)."""
         binding = self.session.io_binding()
         ids = input_ids.numpy().astype(np.int64)
-        past = [self.ortvalue.ortvalue_from_numpy(self.empty_past)] * len(self.past_names)
+        if self.shares_kv_buffer:
+            _, heads, _, dim = self.empty_past.shape
+            shape = (1, heads, ids.shape[1] + max_new_tokens, dim)
+            past = [self.ortvalue.ortvalue_from_numpy(np.zeros(shape, dtype=np.float32)) for _ in self.past_names]
+        else:
+            past = [self.ortvalue.ortvalue_from_numpy(self.empty_past)] * len(self.past_names)
         if streamer is not None:
             streamer.put(input_ids)
         generated: list[int] = []
         past_length = 0
         for _ in range(max_new_tokens):
-            token, past = self._step(binding, ids, past, past_length)
+            token, past = self._step(binding, ids, past, past_length, self.shares_kv_buffer)
             past_length += ids.shape[1]
             generated.append(token)
             if streamer is not None:
@@ -104,7 +119,15 @@ class OnnxCausalLM:
         eos = set(configured if isinstance(configured, list) else [configured] if configured is not None else [])
         heads = config["num_attention_heads"]
         self.decoder = GreedyDecoder(self.session, eos, kv_heads=config.get("num_key_value_heads", heads),
-                                     head_dim=config.get("head_dim") or config["hidden_size"] // heads)
+                                     head_dim=config.get("head_dim") or config["hidden_size"] // heads,
+                                     shares_kv_buffer=_has_op(path / "model.onnx", "GroupQueryAttention"))
 
     def __call__(self, input_ids: torch.Tensor, **_ignored) -> SimpleNamespace:
         return SimpleNamespace(logits=self.decoder.logits(input_ids))
+
+
+def _has_op(model_path: Path, op_type: str) -> bool:
+    import onnx
+
+    graph = onnx.load(str(model_path), load_external_data=False).graph
+    return any(node.op_type == op_type for node in graph.node)

@@ -83,7 +83,8 @@ def test_up_to_date_build_is_skipped_and_force_rebuilds(built_presets):
 
 def test_onnx_decoder_emits_the_same_greedy_tokens_as_pytorch(tiny_llama_dir):
     """models/decoding.py decodes ONNX decoders itself (IO binding, no transformers generate loop):
-    on an fp32 build it must produce exactly PyTorch's greedy tokens, through the streamer too."""
+    on an fp32 build it must produce exactly PyTorch's greedy tokens, through the streamer too,
+    decoding into one pre-allocated key/value buffer per layer (GroupQueryAttention shares it)."""
     from optimize.build import OnnxRecipe
     from tests.tiny import tiny_preset
 
@@ -92,6 +93,7 @@ def test_onnx_decoder_emits_the_same_greedy_tokens_as_pytorch(tiny_llama_dir):
     assert len(onnx.load(target / "model.onnx", load_external_data=False).graph.node) < 200  # fused
     onnx_runner = load_runner("generation", "optimized", "onnxruntime", target)
     torch_runner = load_runner("generation", "baseline", "torch", tiny_llama_dir)
+    assert onnx_runner.model.decoder.shares_kv_buffer
     for prompt in ("Hello there", "The quick brown fox", "a b c d e f g"):
         ids = generation.preprocess(torch_runner.tokenizer, prompt)
         assert onnx_runner.generate(ids, 12).tolist() == torch_runner.generate(ids, 12).tolist()
