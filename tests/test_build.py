@@ -104,24 +104,51 @@ def test_onnx_decoder_emits_the_same_greedy_tokens_as_pytorch(tiny_llama_dir):
 
 
 def test_smoothquant_moves_activation_range_into_weights_without_changing_the_model(tiny_llama_dir, tmp_path):
-    """optimize/smooth.py rescales channels between RMSNorm/up and the MLP weights: the fp32
-    model must compute the same logits, while the MLP input's largest channel shrinks."""
+    """optimize/smooth.py rescales channels between RMSNorm/up/v and the MLP and attention
+    weights: the fp32 model must compute the same logits, while the largest input channels shrink."""
     import torch
 
     from transformers import AutoTokenizer
 
     from models.runners import load_causal_lm
     from optimize.build import save_model_like
-    from optimize.smooth import smooth_mlps
+    from optimize.smooth import smooth_attention, smooth_mlps
 
     original = load_causal_lm(tiny_llama_dir)
-    with torch.no_grad():  # an outlier channel, as real decoders have
+    with torch.no_grad():  # outlier channels, as real decoders have
         original.model.layers[0].post_attention_layernorm.weight[3] = 40.0
+        original.model.layers[0].input_layernorm.weight[5] = 40.0
     save_model_like(original, tiny_llama_dir, tmp_path / "outlier")
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "outlier")
-    smoothed = smooth_mlps(load_causal_lm(tmp_path / "outlier"), tokenizer)  # a second copy, smoothed in place
+    smoothed = smooth_attention(smooth_mlps(load_causal_lm(tmp_path / "outlier"), tokenizer), tokenizer)  # in place
     ids = generation.preprocess(tokenizer, "Hello there friend")
     with torch.inference_mode():
         np.testing.assert_allclose(smoothed(ids).logits, original(ids).logits, atol=1e-4)
     gains = smoothed.model.layers[0].post_attention_layernorm.weight.abs()
     assert gains[3] / gains.median() < 40.0 / original.model.layers[0].post_attention_layernorm.weight.abs().median()
+    gains = smoothed.model.layers[0].input_layernorm.weight.abs()
+    assert gains[5] / gains.median() < 40.0 / original.model.layers[0].input_layernorm.weight.abs().median()
+
+
+def test_int8_sensitive_layers_keep_fp32_attention(tiny_llama_dir, tmp_path):
+    """optimize/sensitivity.py emulates INT8 attention one layer at a time: a layer whose
+    attention input has an outlier channel (its int8 blocks lose the rest) must be the one the
+    build keeps in fp32, while the other layer's attention goes INT8."""
+    import torch
+
+    from models.runners import load_causal_lm
+    from optimize.build import OnnxRecipe, save_model_like
+    from tests.tiny import tiny_preset
+
+    model = load_causal_lm(tiny_llama_dir)
+    with torch.no_grad():
+        model.model.layers[1].input_layernorm.weight[5] = 300.0
+    save_model_like(model, tiny_llama_dir, tmp_path / "sensitive")
+    preset = tiny_preset("generation", tmp_path / "sensitive", name="tiny-generation-sensitive")
+    recipe = OnnxRecipe(weight_only_bits=8, block_size=16, exporter="genai-builder", fp32_attention_share=0.5)
+    target = build_onnx(preset, "optimized", recipe=recipe, evaluate=False)
+    graph = onnx.load(target / "model.onnx", load_external_data=False).graph
+    ops = {node.name.rsplit("/", 1)[0]: node.op_type for node in graph.node if node.op_type.startswith("MatMul")}
+    assert ops["/model/layers.1/attn/qkv_proj"] == ops["/model/layers.1/attn/o_proj"] == "MatMul"
+    assert ops["/model/layers.0/attn/qkv_proj"] == ops["/model/layers.0/attn/o_proj"] == "MatMulNBits"
+    assert ops["/model/layers.1/mlp/up_proj"] == "MatMulNBits"
