@@ -1,11 +1,13 @@
 """Extractive QA pre/post-processing, written once and used by every runner.
 
 Long contexts are split into overlapping windows (document stride), never silently truncated.
+A context is tokenised once and its windows assembled per question (`context_tokens`).
 The answer is the best span over all windows; SQuAD 2.0's null score (CLS start + CLS end)
 decides "no answer": a span is returned only when it beats the null score by `null_threshold`.
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 
@@ -73,18 +75,72 @@ def tokenize(tokenizer, questions: list[str], contexts: list[str], config: QACon
 
 def preprocess(tokenizer, question: str, context: str, config: QAConfig) -> Windows:
     question, context = validate(question, context)
-    question_ids = tokenizer(question, add_special_tokens=False)["input_ids"]
+    question_ids = tokenizer(question.lstrip(), add_special_tokens=False)["input_ids"]
     if len(question_ids) > config.max_question_tokens:
         raise InputError(f"The question is too long ({len(question_ids)} tokens; at most {config.max_question_tokens}).")
+    if _pairs_like_bert(tokenizer):
+        return _assemble(tokenizer, question_ids, context_tokens(tokenizer, context), config)
     encoded = tokenize(tokenizer, [question], [context], config)
     offsets = []
     for window in range(len(encoded["input_ids"])):
         sequence_ids = encoded.sequence_ids(window)
-        offsets.append([tuple(int(x) for x in span) if sid == 1 else None
-                        for sid, span in zip(sequence_ids, encoded["offset_mapping"][window])])
+        spans = encoded["offset_mapping"][window].tolist()  # one C-level conversion, not one int() per token
+        offsets.append([tuple(span) if sid == 1 else None for sid, span in zip(sequence_ids, spans)])
     names = ("input_ids", "attention_mask", "token_type_ids")
     inputs = {name: encoded[name].astype(np.int64) for name in names if name in encoded}
     return Windows(inputs=inputs, offsets=offsets)
+
+
+@dataclass(frozen=True)
+class ContextTokens:
+    ids: tuple[int, ...]
+    offsets: tuple[tuple[int, int], ...]
+
+
+@functools.lru_cache(maxsize=16)  # a 200,000-character context holds ~10 MB of tokens
+def context_tokens(tokenizer, context: str) -> ContextTokens:
+    """A context tokenised once, then reused for every question and variant that reads it (the
+    "cache the repeated context" idea of Hugging Face's 100x write-up): WordPiece splits each
+    sequence of a pair on its own, so the pair's context tokens are these."""
+    encoded = tokenizer(context, add_special_tokens=False, return_offsets_mapping=True)
+    return ContextTokens(tuple(encoded["input_ids"]), tuple(map(tuple, encoded["offset_mapping"])))
+
+
+@functools.lru_cache(maxsize=8)
+def _pairs_like_bert(tokenizer) -> bool:
+    """True when the tokenizer frames a pair as [CLS] question [SEP] context [SEP] with token
+    types 0…0 1…1, which `_assemble` reproduces; other tokenizers take the general path."""
+    probe = tokenizer("who", "the wolf ran", return_token_type_ids=True)
+    question, context = (tokenizer(text, add_special_tokens=False)["input_ids"] for text in ("who", "the wolf ran"))
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    return (cls is not None and sep is not None and tokenizer.padding_side == "right"
+            and probe["input_ids"] == [cls, *question, sep, *context, sep]
+            and probe["token_type_ids"] == [0] * (len(question) + 2) + [1] * (len(context) + 1))
+
+
+def _assemble(tokenizer, question_ids: list[int], context: ContextTokens, config: QAConfig) -> Windows:
+    """The windows `tokenize` makes (truncation "only_second" with overflow and stride, padded to
+    the longest), built from cached context tokens: each window holds `room` context tokens and
+    starts `room - stride` after the previous one, until one reaches the end."""
+    room = config.max_length - len(question_ids) - 3
+    total = len(context.ids)
+    starts = [0]
+    while starts[-1] + room < total:
+        starts.append(starts[-1] + room - config.stride)
+    head = [tokenizer.cls_token_id, *question_ids, tokenizer.sep_token_id]
+    width = len(head) + min(room, total) + 1
+    ids = np.full((len(starts), width), tokenizer.pad_token_id, dtype=np.int64)
+    mask = np.zeros_like(ids)
+    types = np.zeros_like(ids)
+    offsets = []
+    for window, start in enumerate(starts):
+        piece = slice(start, min(start + room, total))
+        length = len(head) + (piece.stop - piece.start) + 1
+        ids[window, :length] = head + list(context.ids[piece]) + [tokenizer.sep_token_id]
+        mask[window, :length] = 1
+        types[window, len(head):length] = 1
+        offsets.append([None] * len(head) + list(context.offsets[piece]) + [None] * (width - length + 1))
+    return Windows(inputs={"input_ids": ids, "attention_mask": mask, "token_type_ids": types}, offsets=offsets)
 
 
 def best_span(start_logits: np.ndarray, end_logits: np.ndarray, offsets: list[tuple[int, int] | None],

@@ -1,4 +1,4 @@
-"""One runner interface over PyTorch (transformers) and ONNX Runtime (optimum ORTModelFor*).
+"""One runner interface over PyTorch (transformers) and ONNX Runtime (sessions on optimum's exports).
 
 A runner loads a variant once and only runs the model: `qa_logits` for QA, `generate` for
 generation (ONNX decoders through models/decoding.py: optimum's generate wrapper cost as much
@@ -11,6 +11,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -139,13 +140,27 @@ def providers() -> list[str]:
 
 
 def _load_onnx(task: Task, path: Path):
-    from optimum.onnxruntime import ORTModelForQuestionAnswering
-
     from models.decoding import OnnxCausalLM
 
     if not (Path(path) / ONNX_FILE).exists():
         raise VariantUnavailable(f"{path} has no {ONNX_FILE}")
     if task == "qa":
-        return ORTModelForQuestionAnswering.from_pretrained(
-            path, file_name=ONNX_FILE, session_options=session_options(), provider=providers()[0])
+        return OnnxQA(Path(path), session_options(), providers()[0])
     return OnnxCausalLM(Path(path), session_options(), providers()[0])
+
+
+class OnnxQA:
+    """An exported QA encoder run straight on its session, numpy in and out: optimum's
+    ORTModelForQuestionAnswering round-trips every call through torch tensors (0.4 ms of a
+    10 ms call at 384 tokens)."""
+
+    def __init__(self, path: Path, options, provider: str):
+        import onnxruntime
+
+        self.session = onnxruntime.InferenceSession(str(path / ONNX_FILE), options, providers=[provider])
+        self.input_names = {i.name for i in self.session.get_inputs()}
+
+    def __call__(self, **inputs: np.ndarray) -> SimpleNamespace:
+        start, end = self.session.run(["start_logits", "end_logits"],
+                                      {k: v for k, v in inputs.items() if k in self.input_names})
+        return SimpleNamespace(start_logits=start, end_logits=end)

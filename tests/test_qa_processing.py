@@ -56,3 +56,36 @@ def test_null_score_above_threshold_means_no_answer(tokenizer):
 def test_bad_input_is_a_typed_error_with_a_message(tokenizer, question, context):
     with pytest.raises(InputError, match="."):
         preprocess(tokenizer, question, context, QAConfig())
+
+
+def _tokenizer_windows(tokenizer, question, context, config):
+    """What the tokenizer itself makes of the pair (the reference for the cached-context path)."""
+    from models.qa import tokenize
+
+    encoded = tokenize(tokenizer, [question], [context], config)
+    offsets = [[tuple(int(x) for x in span) if sid == 1 else None
+                for sid, span in zip(encoded.sequence_ids(w), encoded["offset_mapping"][w])]
+               for w in range(len(encoded["input_ids"]))]
+    return {k: encoded[k] for k in ("input_ids", "attention_mask", "token_type_ids")}, offsets
+
+
+def test_windows_from_cached_context_tokens_equal_the_tokenizers_own(tokenizer):
+    """preprocess tokenises a context once and assembles [CLS] question [SEP] window [SEP] itself:
+    the windows (ids, masks, token types, offsets, overlap, padding) must be exactly the
+    tokenizer's, for short, multi-window and awkward contexts."""
+    from optimize import squad
+
+    cases = [("Who?", "A"), ("  Where is it?", "Café au lait — naïve “quotes”, tabs\tand\nnewlines.  "),
+             ("Which word comes last?", " ".join(f"word{i}" for i in range(1500))),
+             ("A question with quite a few words in it to shrink the room?", "x " * 700)]
+    if squad.DEFAULT_SQUAD_PATH.exists():
+        examples = squad.examples(squad.load_articles(squad.DEFAULT_SQUAD_PATH), (12,))[:40]
+        cases += [(e.question, e.context) for e in examples]
+        cases.append((examples[0].question, " ".join(e.context for e in examples[:12])))
+    for config in (QAConfig(), QAConfig(max_length=128, stride=32)):
+        for question, context in cases:
+            windows = preprocess(tokenizer, question, context, config)
+            expected, offsets = _tokenizer_windows(tokenizer, question.strip(), context, config)
+            for name, array in expected.items():
+                np.testing.assert_array_equal(windows.inputs[name], array, err_msg=f"{name}: {question!r}")
+            assert windows.offsets == offsets
