@@ -11,6 +11,7 @@ import functools
 import logging
 import os
 import platform
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,16 +71,19 @@ def percentile(values: list[float], q: float) -> float:
 
 def timed_rounds(contenders: dict[str, Callable[[], object]], rounds: int, warmup: int,
                  on_round: Callable[[int], None] | None = None) -> dict[str, list]:
-    """Warm up each, then `rounds` rounds with a rotating order (so that no contender always runs
-    first or after the same neighbour); (seconds, output) per call."""
+    """Warm up each, then `rounds` rounds, each in a fresh seeded shuffle of the order; (seconds,
+    output) per call. Why shuffle: on 2 cores a call is slower right after a PyTorch model (its
+    OpenMP threads and its weights in the cache), and a rotation keeps every contender behind the
+    same neighbour — it held QA pruned-optimized behind PyTorch `pruned` in every round (12.3 ms,
+    vs 11.2 for the contender placed after it)."""
     for call in contenders.values():
         for _ in range(warmup):
             call()
     names = list(contenders)
     out: dict[str, list] = {name: [] for name in names}
+    shuffler = random.Random(0)
     for round_index in range(rounds):
-        shift = round_index % len(names)
-        for name in names[shift:] + names[:shift]:
+        for name in shuffler.sample(names, len(names)):
             started = time.perf_counter()
             value = contenders[name]()
             out[name].append((time.perf_counter() - started, value))
