@@ -15,6 +15,7 @@ tokens; 746 → 674 ms for 64 tokens after a 157-token prompt on SmolLM2 INT8, 2
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -39,32 +40,61 @@ class GreedyDecoder:
         heads, dim = heads if isinstance(heads, int) else kv_heads, dim if isinstance(dim, int) else head_dim
         self.empty_past = np.zeros((1, heads, 0, dim), dtype=np.float32)
         self.eos_token_ids = eos_token_ids
-        self.shares_kv_buffer = shares_kv_buffer
+        self.vocab_size = session.get_outputs()[0].shape[-1]
+        self.shares_kv_buffer = shares_kv_buffer and self.has_logits_to_keep and isinstance(self.vocab_size, int)
 
-    def _step(self, binding, ids: np.ndarray, past, past_length: int, shared: bool):
-        self._bind(binding, ids, past, past_length, logits_kept=1, shared=shared)
-        self.session.run_with_iobinding(binding)
-        outputs = binding.get_outputs()
-        return int(outputs[0].numpy()[0, -1].argmax()), past if shared else outputs[1:]
-
-    def _bind(self, binding, ids: np.ndarray, past, past_length: int, logits_kept: int, shared: bool = False) -> None:
+    def _bind(self, binding, ids: np.ndarray, past, past_length: int, logits_kept: int) -> None:
         binding.clear_binding_inputs()
         binding.clear_binding_outputs()
-        length = ids.shape[1]
-        binding.bind_cpu_input("input_ids", ids)
-        binding.bind_cpu_input("attention_mask", np.ones((1, past_length + length), dtype=np.int64))
-        if self.has_position_ids:
-            binding.bind_cpu_input("position_ids", np.arange(past_length, past_length + length, dtype=np.int64)[None])
+        self._bind_step_inputs(binding, ids, past_length)
         if self.has_logits_to_keep:
             binding.bind_cpu_input("logits_to_keep", np.array([logits_kept], dtype=np.int64))
         for name, value in zip(self.past_names, past):
             binding.bind_ortvalue_input(name, value)
         binding.bind_output("logits")
-        for name, value in zip(self.present_names, past):
-            if shared:  # GroupQueryAttention writes the new position into the buffer it read
-                binding.bind_ortvalue_output(name, value)
-            else:
-                binding.bind_output(name)
+        for name in self.present_names:
+            binding.bind_output(name)
+
+    def _bind_step_inputs(self, binding, ids: np.ndarray, past_length: int) -> None:
+        length = ids.shape[1]
+        binding.bind_cpu_input("input_ids", ids)
+        binding.bind_cpu_input("attention_mask", np.ones((1, past_length + length), dtype=np.int64))
+        if self.has_position_ids:
+            binding.bind_cpu_input("position_ids", np.arange(past_length, past_length + length, dtype=np.int64)[None])
+
+    def _copying_steps(self) -> Callable[[np.ndarray, int], int]:
+        """Each step returns fresh present key/values, bound as the next step's past."""
+        binding = self.session.io_binding()
+        past = [self.ortvalue.ortvalue_from_numpy(self.empty_past)] * len(self.past_names)
+
+        def step(ids: np.ndarray, past_length: int) -> int:
+            nonlocal past
+            self._bind(binding, ids, past, past_length, logits_kept=1)
+            self.session.run_with_iobinding(binding)
+            outputs = binding.get_outputs()
+            past = outputs[1:]
+            return int(outputs[0].numpy()[0, -1].argmax())
+        return step
+
+    def _shared_steps(self, max_length: int) -> Callable[[np.ndarray, int], int]:
+        """Past and present bound once to the same per-layer buffers (GroupQueryAttention writes
+        the new position into the buffer it read) and the logits to one [1, 1, vocab] buffer:
+        a step rebinds only its few small inputs (0.5 ms of Python per step before)."""
+        binding = self.session.io_binding()
+        _, heads, _, dim = self.empty_past.shape
+        for past, present in zip(self.past_names, self.present_names):
+            buffer = self.ortvalue.ortvalue_from_numpy(np.zeros((1, heads, max_length, dim), dtype=np.float32))
+            binding.bind_ortvalue_input(past, buffer)
+            binding.bind_ortvalue_output(present, buffer)
+        logits = self.ortvalue.ortvalue_from_numpy(np.zeros((1, 1, self.vocab_size), dtype=np.float32))
+        binding.bind_ortvalue_output("logits", logits)
+        binding.bind_cpu_input("logits_to_keep", np.array([1], dtype=np.int64))
+
+        def step(ids: np.ndarray, past_length: int) -> int:
+            self._bind_step_inputs(binding, ids, past_length)
+            self.session.run_with_iobinding(binding)
+            return int(logits.numpy()[0, -1].argmax())
+        return step
 
     def logits(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Logits at every position of `input_ids` (one pass, empty past): teacher-forced accuracy."""
@@ -78,20 +108,14 @@ class GreedyDecoder:
     def generate(self, input_ids: torch.Tensor, max_new_tokens: int, streamer=None) -> torch.Tensor:
         """Same contract as transformers' greedy `generate` with a streamer: the prompt, then
         each new token is `put`; stops at an end-of-sequence token (which is kept, as there)."""
-        binding = self.session.io_binding()
         ids = input_ids.numpy().astype(np.int64)
-        if self.shares_kv_buffer:
-            _, heads, _, dim = self.empty_past.shape
-            shape = (1, heads, ids.shape[1] + max_new_tokens, dim)
-            past = [self.ortvalue.ortvalue_from_numpy(np.zeros(shape, dtype=np.float32)) for _ in self.past_names]
-        else:
-            past = [self.ortvalue.ortvalue_from_numpy(self.empty_past)] * len(self.past_names)
+        step = self._shared_steps(ids.shape[1] + max_new_tokens) if self.shares_kv_buffer else self._copying_steps()
         if streamer is not None:
             streamer.put(input_ids)
         generated: list[int] = []
         past_length = 0
         for _ in range(max_new_tokens):
-            token, past = self._step(binding, ids, past, past_length, self.shares_kv_buffer)
+            token = step(ids, past_length)
             past_length += ids.shape[1]
             generated.append(token)
             if streamer is not None:
