@@ -47,6 +47,14 @@ def preprocess(tokenizer, prompt: str) -> torch.Tensor:
     return tokenizer(prompt, return_tensors="pt").input_ids
 
 
+def template_prefix(tokenizer) -> list[int]:
+    """The tokens every prompt starts with (the chat template's system turn and the user tag):
+    the longest common start of two different prompts."""
+    first, second = (preprocess(tokenizer, text)[0].tolist() for text in ("Hi.", "What is 2 + 2?"))
+    common = next((i for i, (a, b) in enumerate(zip(first, second)) if a != b), min(len(first), len(second)))
+    return first[:common]
+
+
 class _TimedStreamer:
     """transformers streamer protocol: `put` gets the prompt once, then each new token."""
 

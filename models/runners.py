@@ -79,6 +79,10 @@ def load_runner(task: Task, variant: str, runtime: Runtime, path: Path) -> Runne
         model = _load_torch(task, path) if runtime == "torch" else _load_onnx(task, path)
     except (OSError, ValueError) as error:
         raise VariantUnavailable(f"Could not load {variant} from {path}: {error}") from error
+    if task == "generation" and hasattr(model, "decoder"):  # models.decoding.OnnxCausalLM
+        from models.generation import template_prefix
+
+        model.decoder.cache_prefix(template_prefix(tokenizer))
     return Runner(task=task, variant=variant, runtime=runtime, path=Path(path), tokenizer=tokenizer,
                   model=model, qa_config=load_qa_config(path))
 

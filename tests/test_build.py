@@ -81,24 +81,31 @@ def test_up_to_date_build_is_skipped_and_force_rebuilds(built_presets):
     assert not preset.built_dir("optimized").with_name("optimized.partial").exists()
 
 
-def test_onnx_decoder_emits_the_same_greedy_tokens_as_pytorch(tiny_llama_dir):
+def test_onnx_decoder_emits_the_same_greedy_tokens_as_pytorch(tmp_path):
     """models/decoding.py decodes ONNX decoders itself (IO binding, no transformers generate loop):
     on an fp32 build it must produce exactly PyTorch's greedy tokens, through the streamer too,
-    decoding into one pre-allocated key/value buffer per layer (GroupQueryAttention shares it)."""
+    decoding into one pre-allocated key/value buffer per layer (GroupQueryAttention shares it),
+    from the cached key/values of the chat template's fixed start."""
     from optimize.build import OnnxRecipe
-    from tests.tiny import tiny_preset
+    from tests.tiny import tiny_llama, tiny_preset
 
+    tiny_llama_dir = tiny_llama(tmp_path / "varied", init_range=0.2)  # tokens that depend on the prompt
     preset = tiny_preset("generation", tiny_llama_dir, name="tiny-generation-fp32")
     target = build_onnx(preset, "optimized", recipe=OnnxRecipe(quantize=False, exporter="genai-builder"), evaluate=False)
     assert len(onnx.load(target / "model.onnx", load_external_data=False).graph.node) < 200  # fused
     onnx_runner = load_runner("generation", "optimized", "onnxruntime", target)
     torch_runner = load_runner("generation", "baseline", "torch", tiny_llama_dir)
     assert onnx_runner.model.decoder.shares_kv_buffer
+    assert len(onnx_runner.model.decoder.prefix[0]) == len(generation.template_prefix(torch_runner.tokenizer)) > 1
+    continuations = set()
     for prompt in ("Hello there", "The quick brown fox", "a b c d e f g"):
         ids = generation.preprocess(torch_runner.tokenizer, prompt)
-        assert onnx_runner.generate(ids, 12).tolist() == torch_runner.generate(ids, 12).tolist()
+        expected = torch_runner.generate(ids, 12)
+        assert onnx_runner.generate(ids, 12).tolist() == expected.tolist()
+        continuations.add(tuple(expected[0, ids.shape[1]:].tolist()))
         np.testing.assert_allclose(onnx_runner.model(input_ids=ids).logits, torch_runner.model(ids).logits.detach(),
                                    atol=1e-3)
+    assert len(continuations) == 3
     streamed, expected = generation.generate(onnx_runner, "Hello there", 12), generation.generate(torch_runner, "Hello there", 12)
     assert streamed["text"] == expected["text"] and streamed["new_tokens"] == expected["new_tokens"]
 

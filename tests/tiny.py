@@ -27,7 +27,9 @@ def tiny_qa(directory: Path, seed: int = 0) -> Path:
     return directory
 
 
-def tiny_llama(directory: Path, seed: int = 0, layers: int = 2) -> Path:
+def tiny_llama(directory: Path, seed: int = 0, layers: int = 2, init_range: float = 0.02) -> Path:
+    """`init_range` 0.2 makes the greedy tokens depend on the prompt (at 0.02 every prompt gives
+    one repeated token, which no decoding bug can change)."""
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
@@ -37,7 +39,7 @@ def tiny_llama(directory: Path, seed: int = 0, layers: int = 2) -> Path:
     config = LlamaConfig(vocab_size=tokenizer.vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
                          eos_token_id=tokenizer.sep_token_id, bos_token_id=tokenizer.cls_token_id,
-                         tie_word_embeddings=True)
+                         tie_word_embeddings=True, initializer_range=init_range)
     LlamaForCausalLM(config).eval().save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
