@@ -154,12 +154,14 @@ def test_optimized_qa_stays_within_one_f1_point_of_baseline(built_defaults):
 
 def test_bench_keeps_its_speedups(built_defaults):
     """Regression check on ratios measured side by side in one run (not absolute times), with
-    generous margins under what `bench` measured here (QA 3.5x the transformers pipeline,
-    generation 3.9x PyTorch fp32 and 1.25x optimum INT8; issue 4's targets are 6x / 5x / 1.3x)."""
+    generous margins (about a third) under what `bench` measured here: QA 6.2x the transformers
+    pipeline and 2.1x optimum INT8, generation 5.4x PyTorch fp32 and 1.6x optimum INT8 (issue 4's
+    targets: 6x / 1.3x / 5x / 1.3x)."""
     done = subprocess.run([sys.executable, "-m", "optimize", "bench", "--quick", "--no-app", "--output", "/tmp/bench-test"],
                           cwd=REPO_ROOT, env=repo_env(), capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     ratios = json.loads(open("/tmp/bench-test/bench.json").read())["ratios"]
-    assert ratios["qa384_vs_pipeline_fp32"] >= 2.0, ratios
-    assert ratios["generation_vs_pytorch_fp32"] >= 2.5, ratios
-    assert ratios["generation_vs_optimum_int8"] >= 0.9, ratios
+    assert ratios["qa384_vs_pipeline_fp32"] >= 4.0, ratios
+    assert ratios["qa384_vs_optimum_int8"] >= 1.3, ratios
+    assert ratios["generation_vs_pytorch_fp32"] >= 3.5, ratios
+    assert ratios["generation_vs_optimum_int8"] >= 1.0, ratios
