@@ -235,12 +235,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+FLOOR = "app (gradio_client), /variants"
+
+
 def bench_app(variant: str, context: str, config: BenchConfig) -> tuple[list[Result], dict[str, float]]:
     """QA through the running app, two ways: gradio_client (the target's definition) and the app's
     HTTP API on one keep-alive connection (what an embedding service would use). Overhead = round
     trip − the app's own reported total. gradio_client polls its message queue every 50 ms
     (gradio_client/utils.py, `time.sleep(0.05)` in get_pred_from_sse_v1plus), which quantises its
-    round trip; the HTTP API shows what the server itself adds."""
+    round trip; the HTTP API shows what the server itself adds, and gradio_client calling `/variants`
+    (no model) shows the client's own floor."""
     import httpx
 
     port = _free_port()
@@ -252,9 +256,13 @@ def bench_app(variant: str, context: str, config: BenchConfig) -> tuple[list[Res
         client = _connect(base, server)
         with httpx.Client(base_url=base, timeout=60) as http:
             callers = {"app (gradio_client)": lambda: client.predict(context, QA_QUESTION, variant, api_name="/qa"),
-                       "app (HTTP API, keep-alive)": lambda: http_api_call(http, "qa", [context, QA_QUESTION, variant])}
+                       "app (HTTP API, keep-alive)": lambda: http_api_call(http, "qa", [context, QA_QUESTION, variant]),
+                       FLOOR: lambda: client.predict(api_name="/variants")}
             runs = timed_rounds(callers, config.app_rounds, config.warmup)
-            results, overheads = [], {}
+            floor = [1000 * seconds for seconds, _ in runs.pop(FLOOR)]
+            overheads = {FLOOR: percentile(floor, 50)}
+            results = [Result("app round trip, no model (/variants)", FLOOR, percentile(floor, 50), percentile(floor, 95),
+                              notes="gradio_client's own floor: the same client and server, nothing to compute")]
             for contender, calls in runs.items():
                 trips = [1000 * seconds for seconds, _ in calls]
                 extra = [trip - answer["latency_ms"]["total"] for trip, (_, answer) in zip(trips, calls)]
@@ -414,6 +422,9 @@ def markdown(bench: Bench) -> str:
     if "http_api_overhead_p50_ms" in bench.memory:
         value = bench.memory["http_api_overhead_p50_ms"]
         lines.append(f"| app overhead p50 through the HTTP API (keep-alive) | {value:.1f} ms | (not the target's client) |")
+    if "gradio_client_floor_p50_ms" in bench.memory:
+        value = bench.memory["gradio_client_floor_p50_ms"]
+        lines.append(f"| gradio_client round trip p50 with no model (/variants) | {value:.1f} ms | (the client's floor) |")
     if bench.memory.get("bandwidth_gbs"):
         mem = bench.memory
         lines += ["", f"Decoding vs the memory roof: measured copy bandwidth {mem['bandwidth_gbs']:.1f} GB/s; "
@@ -446,6 +457,7 @@ def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "ge
             bench.results += app_results
             bench.memory["app_overhead_p50_ms"] = overheads["app (gradio_client)"]
             bench.memory["http_api_overhead_p50_ms"] = overheads["app (HTTP API, keep-alive)"]
+            bench.memory["gradio_client_floor_p50_ms"] = overheads[FLOOR]
     if "generation" in tasks:
         bench.results += bench_generation(showdown, config)
         bandwidth = memory_bandwidth_gbs()
