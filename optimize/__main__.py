@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
     bench = stages.add_parser("bench", help="project variants vs transformers pipeline and optimum INT8, one run")
     bench.add_argument("--task", choices=("qa", "generation"), action="append")
-    bench.add_argument("--quick", action="store_true", help="few rounds (the regression test's setting)")
+    bench.add_argument("--quick", action="store_true", help="few rounds, no long document (the regression test's setting)")
     bench.add_argument("--no-app", action="store_true", help="skip the gradio_client round trip")
     bench.add_argument("--output", type=Path, help="folder for bench.json / bench.md (default reports/)")
 
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.stage == "bench":
         from optimize.bench import BenchConfig
         from optimize.bench import run as bench_run
-        config = (BenchConfig(qa_rounds=5, long_rounds=1, generation_rounds=2, app_rounds=5, outside_f1=False)
+        config = (BenchConfig(qa_rounds=5, long_document_words=0, generation_rounds=2, app_rounds=5, outside_f1=False)
                   if args.quick else BenchConfig())
         if args.no_app:
             config = replace(config, app=False)

@@ -44,7 +44,7 @@ GENERATION_PROMPT_WORDS = ("Read the following notes and then write a short stor
 @dataclass(frozen=True)
 class BenchConfig:
     qa_tokens: tuple[int, ...] = (128, 384)
-    long_document_words: int = 5000
+    long_document_words: int = 5000  # 0: no long-document workload (the regression test's quick run)
     qa_rounds: int = 20
     long_rounds: int = 3
     generation_prompt_tokens: int = 128
@@ -187,8 +187,9 @@ def bench_qa(showdown: Showdown, config: BenchConfig, outside: dict[str, Callabl
             log.info("qa/%s not benchmarked: %s", variant, error)
     tokenizer = project["baseline"].tokenizer
     workloads = [(f"QA ~{n} tokens", qa_context(tokenizer, n), config.qa_rounds) for n in config.qa_tokens]
-    workloads.append((f"QA {config.long_document_words}-word document (stride)",
-                      long_document(config.long_document_words), config.long_rounds))
+    if config.long_document_words:
+        workloads.append((f"QA {config.long_document_words}-word document (stride)",
+                          long_document(config.long_document_words), config.long_rounds))
     results = []
     for workload, context, rounds in workloads:
         contenders = {name: (lambda f: lambda: f(QA_QUESTION, context))(f) for name, f in outside.items()}

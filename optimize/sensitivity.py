@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 BLOCK = 16
-CALIBRATION_PROMPTS = 8
+CALIBRATION_PROMPTS = 4  # on the pruned SmolLM2, 4 prompts chose the same layers as 8 or 24 (25 s vs 44 s)
 CONTINUATION_TOKENS = 16
 
 
