@@ -190,12 +190,11 @@ def bench_qa(showdown: Showdown, config: BenchConfig, outside: dict[str, Callabl
     if config.long_document_words:
         workloads.append((f"QA {config.long_document_words}-word document (stride)",
                           long_document(config.long_document_words), config.long_rounds))
-    results = []
+    results, best = [], fastest(project)
     for workload, context, rounds in workloads:
         contenders = {name: (lambda f: lambda: f(QA_QUESTION, context))(f) for name, f in outside.items()}
         contenders.update({variant: (lambda r: lambda: qa.answer(r, QA_QUESTION, context))(runner)
                            for variant, runner in project.items()})
-        best = next((v for v in FASTEST_FIRST if v in project), None)
         if best and workload == "QA ~384 tokens":  # the context cache (models/qa.py) missed on every call
             contenders[f"{best}, new context each call"] = _cold_context(project[best], context)
         timings = timed_rounds(contenders, rounds, config.warmup)
@@ -361,9 +360,12 @@ def outside_f1(outside: dict[str, Callable[[str, str], str]]) -> dict[str, float
 FASTEST_FIRST = ("pruned-optimized", "optimized")  # the project variant the ratios compare, when built
 
 
+def fastest(names) -> str | None:
+    return next((v for v in FASTEST_FIRST if v in names), None)
+
+
 def fastest_built(results: list[Result], workload_prefix: str) -> str | None:
-    present = {r.contender for r in results if r.workload.startswith(workload_prefix)}
-    return next((v for v in FASTEST_FIRST if v in present), None)
+    return fastest({r.contender for r in results if r.workload.startswith(workload_prefix)})
 
 
 def ratios(results: list[Result]) -> dict[str, float]:
@@ -452,7 +454,7 @@ def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "ge
         bench.memory["f1"] = {**(outside_f1(outside) if config.outside_f1 else {}), **{
             v: showdown.variant_status("qa", v)["accuracy"].get("overall_f1") for v in ("baseline", "optimized", "pruned", "pruned-optimized")}}
         if config.app:
-            best = next((v for v in FASTEST_FIRST if showdown.variant_status("qa", v)["status"] == "ready"), "optimized")
+            best = fastest_built(bench.results, "QA ~384") or "optimized"
             context = qa_context(showdown.runner("qa", "baseline").tokenizer, 384)
             app_results, overheads = bench_app(best, context, config)
             bench.results += app_results
