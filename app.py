@@ -23,9 +23,9 @@ SEED_CONTEXT = ("The first little pig was very lazy. He didn't want to work at a
                 "straw. The second little pig worked a little bit harder but he was somewhat lazy too and he built "
                 "his house out of sticks. Then, they sang and danced and played together the rest of the day.")
 QA_EXAMPLES = [
-    [SEED_CONTEXT, "Who worked a little bit harder?"],
-    [SEED_CONTEXT, "What did the first little pig build his house out of?"],
-    [SEED_CONTEXT, "What did the wolf eat for breakfast?"],  # unanswerable: expect no answer
+    [SEED_CONTEXT, "Who worked a little bit harder?", False],
+    [SEED_CONTEXT, "What did the first little pig build his house out of?", False],
+    [SEED_CONTEXT, "What did the wolf eat for breakfast?", True],  # unanswerable: "no answer" once allowed
 ]
 GENERATION_EXAMPLES = [
     ["What is the capital of France? Answer in one sentence."],
@@ -47,8 +47,15 @@ def _ms(value: float) -> str:
 
 def _accuracy_text(accuracy: dict) -> str:
     if "overall_f1" in accuracy:
-        return (f"held-out F1 {accuracy['overall_f1']:.1f} (HasAns {accuracy.get('HasAns_f1', 0):.1f}, "
+        text = (f"held-out SQuAD 2.0 F1 {accuracy['overall_f1']:.1f} (HasAns {accuracy.get('HasAns_f1', 0):.1f}, "
                 f"NoAns {accuracy.get('NoAns_f1', 0):.1f})")
+        if "forced_f1" in accuracy:
+            text += f" · forced-span F1 {accuracy['forced_f1']:.1f}"
+        if "everyday_f1" in accuracy:
+            text += f" · everyday-set F1 {accuracy['everyday_f1']:.1f}"
+        if "agreement_pct" in accuracy:
+            text += f" · same span as its source {accuracy['agreement_pct']:.1f} %"
+        return text
     if "agreement_pct" in accuracy:
         text = f"next-token agreement {accuracy['agreement_pct']:.1f} %"
         return text + (f", perplexity {accuracy['perplexity']:.2f}" if "perplexity" in accuracy else "")
@@ -71,9 +78,26 @@ def _stats(status: dict, result: dict, baseline_ms: float | None, task: str) -> 
         lines.append(f"first token {_ms(result['ttft_ms'])} · **{result['tokens_per_s']:.1f} tokens/s** "
                      f"({result['new_tokens']} tokens)")
     else:
-        lines.append(f"{result['tokens']} tokens in {result['windows']} window(s) · score {result['score']:.2f}")
+        lines.append(f"{result['tokens']} tokens in {result['windows']} window(s) · null margin {result['score']:+.2f}")
+        if note := unanswerable_note(result):
+            lines.insert(0, f"ℹ️ {note}")
     lines.append(f"size {status['size_bytes'] / 1e6:,.1f} MB · {_accuracy_text(status['accuracy'])}")
     return "\n\n".join(lines) + _gate_text(status["accuracy"])
+
+
+def unanswerable_note(result: dict) -> str:
+    """In span mode the best span is shown even when the null score wins, with this note."""
+    if not result.get("null_wins") or not result.get("answer"):
+        return ""
+    margin, threshold = result.get("null_margin"), result.get("null_threshold") or 0.0
+    if margin is None:
+        return "the model rates this unanswerable"
+    shown = f"margin {margin:+.1f}" + (f", its threshold {threshold:+.1f}" if threshold else "")
+    return f"the model rates this unanswerable ({shown})"
+
+
+def _qa_answer_text(result: dict) -> str:
+    return result["answer"] or "(no answer: the null score wins)"
 
 
 def _status_markdown(showdown: Showdown) -> str:
@@ -130,14 +154,14 @@ def _record(showdown: Showdown, task: str, results: dict, stats: dict, history: 
 def build_ui(showdown: Showdown) -> gr.Blocks:
     statuses = {(s["task"], s["variant"]): s for s in showdown.variants()}
 
-    def compare_qa(context: str, question: str, selected: list[str], history: pd.DataFrame):
+    def compare_qa(context: str, question: str, selected: list[str], allow_no_answer: bool, history: pd.DataFrame):
         from models.qa import validate
         chosen = _check(validate, question, context, selected=selected)
         answers, stats, results = {v: gr.update() for v in VARIANTS}, {v: gr.update() for v in VARIANTS}, {}
         for variant in showdown.run_order(chosen):
             try:
-                results[variant] = showdown.answer(context, question, variant)
-                answers[variant] = results[variant]["answer"] or "(no answer: the null score wins)"
+                results[variant] = showdown.answer(context, question, variant, bool(allow_no_answer))
+                answers[variant] = _qa_answer_text(results[variant])
             except USER_ERRORS as error:
                 answers[variant], stats[variant] = "", f"⚠️ {error}"
         history = _record(showdown, "qa", results, stats, history)
@@ -175,11 +199,15 @@ def build_ui(showdown: Showdown) -> gr.Blocks:
                 with gr.Column(scale=2):
                     question = gr.Textbox(label="Question", value="Who worked a little bit harder?")
                     qa_selected = gr.CheckboxGroup(list(VARIANTS), value=list(VARIANTS), label="Variants")
+                    allow_no_answer = gr.Checkbox(
+                        value=False, label="Allow 'no answer' (SQuAD 2.0)",
+                        info="Off: the best span, as transformers' pipeline returns it. On: 'no answer' when "
+                             "the model's null score wins.")
                     qa_button = gr.Button("Answer with every variant", variant="primary")
-            gr.Examples(QA_EXAMPLES, inputs=[context, question])
+            gr.Examples(QA_EXAMPLES, inputs=[context, question, allow_no_answer])
             qa_answers, qa_stats, qa_history, qa_chart = _variant_columns(
                 "Answer", 1, "This session's QA latency per variant (ms, lower is better)")
-            qa_button.click(compare_qa, [context, question, qa_selected, qa_history],
+            qa_button.click(compare_qa, [context, question, qa_selected, allow_no_answer, qa_history],
                             [*qa_answers, *qa_stats, qa_history, qa_chart], api_visibility="private")
 
         with gr.Tab("Text generation"):
@@ -230,9 +258,11 @@ def _messages_for_users(fn):
 
 def api_qa(showdown: Showdown):
     @_messages_for_users
-    def qa(context: str, question: str, variant: str = "optimized") -> dict:
-        """Answer `question` from `context` with one variant; answer "" means no answer."""
-        return showdown.answer(context, question, variant)
+    def qa(context: str, question: str, variant: str = "optimized", handle_impossible_answer: bool = False) -> dict:
+        """Answer `question` from `context` with one variant. As in transformers' pipeline, the best
+        span comes back unless `handle_impossible_answer` lets the null score win (answer "");
+        `null_wins` and `null_margin` carry the model's null decision either way."""
+        return showdown.answer(context, question, variant, bool(handle_impossible_answer))
     return qa
 
 
@@ -252,8 +282,17 @@ structurally pruned model and its optimized export. All variants share one token
 post-processing path, so only the model differs. Latency is measured per request after a warm-up,
 and the order in which variants run rotates on every request.
 
-**Accuracy is measured, not assumed.** QA: EM/F1 on SQuAD 2.0 articles never used in training,
-with the SQuAD 2.0 null score for unanswerable questions. Generation: greedy next-token agreement
+**Two QA modes.** By default every variant returns its best span, as transformers'
+`question-answering` pipeline does (`handle_impossible_answer=False`); when the model's null score
+wins, the span is still shown with a note "the model rates this unanswerable (margin …)". Tick
+"Allow 'no answer' (SQuAD 2.0)" (API: `handle_impossible_answer=True`) and a variant answers
+"no answer" whenever its best span does not beat the null score by the threshold it tuned on a
+validation article. The margin is the best span's score minus the null score (logit units).
+
+**Accuracy is measured, not assumed.** QA, two ways, on SQuAD 2.0 articles never used in
+training: SQuAD 2.0 EM/F1 (overall, answerable, unanswerable) with each variant's own tuned
+null threshold, and SQuAD 1.1-style forced-span EM/F1 on the answerable questions; plus F1 on
+40 hand-written questions about everyday texts (`optimize/everyday_qa.json`). Generation: greedy next-token agreement
 with the baseline and perplexity on held-out Wikipedia text.
 
 **API.** `/variants`, `/qa` and `/generate` are callable with `gradio_client` (see the README).

@@ -2,8 +2,10 @@
 
 Long contexts are split into overlapping windows (document stride), never silently truncated.
 A context is tokenised once and its windows assembled per question (`context_tokens`).
-The answer is the best span over all windows; SQuAD 2.0's null score (CLS start + CLS end)
-decides "no answer": a span is returned only when it beats the null score by `null_threshold`.
+The answer is the best span over all windows. SQuAD 2.0's null score (CLS start + CLS end) is
+always weighed: the null decision (`null_wins`, `null_margin`) comes with every answer. As in
+transformers' question-answering pipeline, "no answer" is returned only when asked for
+(`handle_impossible_answer=True`): a span then has to beat the null score by `null_threshold`.
 """
 from __future__ import annotations
 
@@ -43,11 +45,12 @@ class Windows:
 
 @dataclass(frozen=True)
 class Answer:
-    answer: str  # "" = no answer
-    score: float  # best span score minus null score (logit units); > null_threshold means answered
+    answer: str  # "" = no answer (only with handle_impossible_answer)
+    score: float  # best span score minus null score (logit units): the null margin
     start: int  # char offsets in the context; -1 when there is no answer
     end: int
     span: str  # best span even when the null score wins (for inspection and threshold tuning)
+    null_wins: bool = False  # the margin does not beat the tuned null threshold: the model rates it unanswerable
 
 
 def validate(question: str, context: str) -> tuple[str, str]:
@@ -162,9 +165,10 @@ def best_span(start_logits: np.ndarray, end_logits: np.ndarray, offsets: list[tu
 
 
 def postprocess(windows: Windows, start_logits: np.ndarray, end_logits: np.ndarray, context: str,
-                config: QAConfig) -> Answer:
+                config: QAConfig, handle_impossible_answer: bool = True) -> Answer:
     """Best span over all windows against the smallest null score of any window (as SQuAD 2.0
-    reference implementations do): the span must beat every window's "no answer"."""
+    reference implementations do): the span must beat every window's "no answer". With
+    `handle_impossible_answer=False` the best span is returned whatever the null decision."""
     null_score = min(float(s[0] + e[0]) for s, e in zip(start_logits, end_logits))
     best_value, best_chars = -np.inf, (-1, -1)
     for window, offsets in enumerate(windows.offsets):
@@ -172,26 +176,32 @@ def postprocess(windows: Windows, start_logits: np.ndarray, end_logits: np.ndarr
         if value > best_value:
             best_value, best_chars = value, (offsets[s][0], offsets[e][1]) if value > -np.inf else (-1, -1)
     if best_value == -np.inf:
-        return Answer(answer="", score=-np.inf, start=-1, end=-1, span="")
+        return Answer(answer="", score=-np.inf, start=-1, end=-1, span="", null_wins=True)
     margin = best_value - null_score
     span = context[best_chars[0]:best_chars[1]]
-    if margin > config.null_threshold:
-        return Answer(answer=span, score=margin, start=best_chars[0], end=best_chars[1], span=span)
-    return Answer(answer="", score=margin, start=-1, end=-1, span=span)
+    null_wins = not margin > config.null_threshold
+    if null_wins and handle_impossible_answer:
+        return Answer(answer="", score=margin, start=-1, end=-1, span=span, null_wins=True)
+    return Answer(answer=span, score=margin, start=best_chars[0], end=best_chars[1], span=span, null_wins=null_wins)
 
 
-def answer(runner, question: str, context: str) -> dict:
-    """Answer with `runner`, timing each stage; the dict is the `/qa` API's response."""
+def answer(runner, question: str, context: str, handle_impossible_answer: bool = False) -> dict:
+    """Answer with `runner`, timing each stage; the dict is the `/qa` API's response. The default
+    is the transformers pipeline's: always the best span, with the null decision beside it."""
     config = runner.qa_config
     started = time.perf_counter()
     windows = preprocess(runner.tokenizer, question, context, config)
     tokenized = time.perf_counter()
     start_logits, end_logits = runner.qa_logits(windows.inputs)
     modelled = time.perf_counter()
-    result = postprocess(windows, start_logits, end_logits, context, config)
+    result = postprocess(windows, start_logits, end_logits, context, config, handle_impossible_answer)
     finished = time.perf_counter()
+    margin = float(result.score) if np.isfinite(result.score) else None
     return {
         "answer": result.answer, "score": round(float(result.score), 4), "start": result.start, "end": result.end,
+        "null_wins": result.null_wins, "null_margin": None if margin is None else round(margin, 4),
+        "null_threshold": round(float(config.null_threshold), 4),
+        "handle_impossible_answer": bool(handle_impossible_answer),
         "windows": len(windows.offsets), "tokens": windows.num_tokens,
         "latency_ms": {
             "tokenize": 1e3 * (tokenized - started), "model": 1e3 * (modelled - tokenized),

@@ -43,12 +43,27 @@ class Report:
             return f"agree {a['agreement_pct']:.1f}%" + (f", ppl {a['perplexity']:.2f}" if "perplexity" in a else "")
         return "—"
 
+    def accuracy_columns(self, row: Row) -> dict:
+        """QA two ways (SQuAD 2.0 with the variant's tuned threshold; forced span on answerable
+        questions) plus the everyday set and span agreement; generation in one column."""
+        a = row.accuracy
+        if self.task != "qa" or "forced_f1" not in a:
+            return {"accuracy": self.accuracy_text(row)}
+        dash = "—"
+        return {
+            "SQuAD 2.0 EM / F1": f"{a['overall_exact']:.1f} / {a['overall_f1']:.1f}",
+            "HasAns / NoAns F1": f"{a['HasAns_f1']:.1f} / {a['NoAns_f1']:.1f}",
+            "forced-span EM / F1": f"{a['forced_exact']:.1f} / {a['forced_f1']:.1f}",
+            "everyday F1 (forced)": f"{a['everyday_f1']:.1f} ({a['everyday_forced_f1']:.1f})",
+            "same span as source": f"{a['agreement_pct']:.1f}%" if "agreement_pct" in a else dash,
+        }
+
     def table(self) -> list[dict]:
         out = []
         for row in self.rows:
             line = {
                 "variant": row.variant, "runtime": row.runtime, "params (M)": round(row.parameters / 1e6, 1),
-                "size (MB)": round(row.size_mb, 1), "accuracy": self.accuracy_text(row),
+                "size (MB)": round(row.size_mb, 1), **self.accuracy_columns(row),
                 "p50 (ms)": round(row.latency_p50_ms, 1), "p95 (ms)": round(row.latency_p95_ms, 1),
                 "speedup": f"{row.speedup_p50:.2f}x",
             }

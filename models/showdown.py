@@ -80,6 +80,8 @@ class Showdown:
         if manifest.get("metrics"):
             return manifest["metrics"]
         training = _read_json(path / "training.json")
+        if training.get("held_out"):
+            return training["held_out"]
         if training:
             return {"split": "test articles " + ", ".join(training["articles"]["test"]), **training["test"]}
         if task == "generation" and variant == "baseline":
@@ -148,11 +150,11 @@ class Showdown:
             self._calls += 1
         return variants[shift:] + variants[:shift]
 
-    def answer(self, context: str, question: str, variant: str) -> dict:
+    def answer(self, context: str, question: str, variant: str, handle_impossible_answer: bool = False) -> dict:
         qa.validate(question, context)
         runner = self.runner("qa", variant)
         with self._run_lock:  # one model at a time: timings are not shared with another request
-            return qa.answer(runner, question, context)
+            return qa.answer(runner, question, context, handle_impossible_answer)
 
     def stream(self, prompt: str, variant: str, max_new_tokens: int) -> Iterator[generation.Update]:
         generation.validate(prompt, max_new_tokens)

@@ -23,11 +23,15 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--answerability-weight", type=float, default=0.0,
                        help="weight of the span-vs-null margin loss (trains the no-answer decision directly)")
     train.add_argument("--init-from", type=Path, help="continue from these weights (a second stage)")
+    train.add_argument("--negatives-share", type=float, default=0.3,
+                       help="share of answerable questions also paired with another paragraph of their article (unanswerable)")
+    train.add_argument("--no-extra-data", action="store_true", help="train on the dev file's training articles only")
 
     prune = stages.add_parser("prune", help="structured pruning + distillation recovery")
     prune.add_argument("--task", choices=("qa", "generation"), default="qa")
-    prune.add_argument("--heads-kept", type=int, default=6, help="attention heads kept per layer (of 12)")
-    prune.add_argument("--ffn-kept", type=int, help="FFN neurons kept per layer, of 1536 (QA default 768, generation 1536)")
+    prune.add_argument("--heads-kept", type=int, default=8, help="QA: attention heads kept per layer (of 12)")
+    prune.add_argument("--ffn-kept", type=int, help="FFN neurons kept per layer, of 1536 (QA default 1024, generation 1536)")
+    prune.add_argument("--threads", type=int, default=2, help="QA: torch threads (two candidates can run side by side)")
     prune.add_argument("--layers-dropped", type=int, default=8, help="generation: decoder layers removed (of 30)")
     prune.add_argument("--ffn-pruned-share", type=float, default=0.0,
                        help="generation: share of all FFN neurons removed, ranked across layers (overrides --ffn-kept)")
@@ -38,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     prune.add_argument("--output", type=Path, help="default weights/<preset>-pruned")
     prune.add_argument("--data", type=Path)
 
-    stages.add_parser("sweep-qa", help="accuracy/latency of QA pruning sparsities (before recovery)")
+    sweep_qa = stages.add_parser("sweep-qa", help="accuracy/latency of QA pruning sparsities (before recovery)")
+    sweep_qa.add_argument("--recovered", type=Path, nargs="+",
+                          help="instead: tabulate these pruned-and-recovered candidate folders beside the baseline")
     stages.add_parser("sweep-generation", help="accuracy/speed of dropping decoder layers and FFN neurons (before recovery)")
 
     diagnose = stages.add_parser("diagnose-qa", help="spans vs answerability: margin AUC, best-threshold F1 (reports/)")
@@ -75,7 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         from optimize.train_qa import TrainConfig, train
         config = TrainConfig(output=args.output, epochs=args.epochs, learning_rate=args.learning_rate, seed=args.seed,
                              answerable_first_epochs=args.answerable_first_epochs, null_fraction=args.null_fraction,
-                             init_from=args.init_from, answerability_weight=args.answerability_weight)
+                             init_from=args.init_from, answerability_weight=args.answerability_weight,
+                             negatives_share=args.negatives_share)
+        if args.no_extra_data:
+            config.extra_data = ()
         if args.data:
             config.data = args.data
         train(config)
@@ -88,18 +97,24 @@ def main(argv: list[str] | None = None) -> int:
             args.output or Path("weights/generation-smollm2-pruned"), measure_before=not args.skip_before)
         print({k: result[k] for k in ("layers_kept", "before_recovery", "after_recovery")})
     elif args.stage == "prune":
+        from optimize.gates import GateFailed
         from optimize.prune_qa import PruneConfig
         from optimize.prune_qa import run as prune_run
         from optimize.train_qa import TrainConfig
         # distillation: the teacher already knows "no answer", so no curriculum; half the null windows
         config = TrainConfig(output=args.output or Path("weights/qa-minilm-squad2-pruned"), epochs=args.epochs,
-                             learning_rate=args.learning_rate or 1e-4, answerable_first_epochs=0)
+                             learning_rate=args.learning_rate or 1e-4, answerable_first_epochs=0, threads=args.threads)
         if args.data:
             config.data = args.data
-        prune_run(Path("weights/qa-minilm-squad2"), PruneConfig(heads_kept=args.heads_kept, ffn_kept=args.ffn_kept or 768), config)
+        try:
+            prune_run(Path("weights/qa-minilm-squad2"),
+                      PruneConfig(heads_kept=args.heads_kept, ffn_kept=args.ffn_kept or 1024), config)
+        except GateFailed as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
     elif args.stage == "sweep-qa":
-        from optimize.sweep_qa import run as sweep
-        sweep()
+        from optimize import sweep_qa
+        sweep_qa.recovered(args.recovered) if args.recovered else sweep_qa.run()
     elif args.stage == "sweep-generation":
         from optimize.sweep_generation import run as sweep_generation
         sweep_generation()

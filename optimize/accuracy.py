@@ -1,7 +1,8 @@
 """Accuracy of a variant, measured the same way for every variant.
 
-QA: EM/F1 on the held-out SQuAD articles with the source's null threshold, and the share of
-questions where the variant returns the same answer as its source. Generation: teacher-forced
+QA: SQuAD 2.0 EM/F1 on the held-out articles with the null threshold the variant tunes on the
+validation article, forced-span EM/F1 on their answerable questions, F1 on the everyday set, and
+the share of answerable questions where the variant picks the same span as its source. Generation: teacher-forced
 greedy next-token agreement with the source on the source's own greedy continuations of held-out
 prompts, and perplexity on held-out Wikipedia paragraphs (SQuAD test articles).
 """
@@ -19,7 +20,8 @@ from models.catalog import Preset
 from models.generation import preprocess as chat_prompt
 from models.runners import Runner, load_runner
 from optimize import squad
-from optimize.evaluate_qa import evaluate
+from optimize import evaluate_qa
+from optimize.evaluate_qa import HeldOut
 from optimize.heldout import PROMPTS
 
 log = logging.getLogger("optimize.accuracy")
@@ -35,11 +37,26 @@ def test_examples(data_path: Path = squad.DEFAULT_SQUAD_PATH) -> list[squad.Exam
     return squad.examples(squad.load_articles(data_path), squad.ArticleSplit().test)
 
 
-def qa_accuracy(runner: Runner, data: list[squad.Example]) -> dict:
-    result = evaluate(runner.qa_logits, runner.tokenizer, data, runner.qa_config,
-                      threshold=runner.qa_config.null_threshold)
-    return {"split": "test articles " + ", ".join(sorted({e.article for e in data})),
-            **{k: round(v, 2) for k, v in result["metrics"].items()}, "_predictions": result["predictions"]}
+def qa_accuracy(runner: Runner, held_out: HeldOut) -> dict:
+    return evaluate_qa.measure(runner.qa_logits, runner.tokenizer, runner.qa_config, held_out)
+
+
+def qa_against(metrics: dict, reference: dict) -> dict:
+    """A QA variant's metrics beside its source's, as the gates read them."""
+    metrics = dict(metrics)
+    metrics["agreement_pct"] = round(evaluate_qa.span_agreement(metrics.pop("_spans"), reference["_spans"]), 2)
+    metrics["reference_overall_f1"] = reference["overall_f1"]
+    metrics["reference_forced_f1"] = reference["forced_f1"]
+    return metrics
+
+
+def save_threshold(directory: Path, threshold: float) -> None:
+    """A variant serves with the null threshold it tuned on validation, not its source's."""
+    import json
+
+    path = Path(directory) / "qa_config.json"
+    config = json.loads(path.read_text()) if path.exists() else {}
+    path.write_text(json.dumps({**config, "null_threshold": threshold}, indent=2) + "\n")
 
 
 def greedy_continuations(runner: Runner) -> list[torch.Tensor]:
@@ -104,6 +121,12 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
     return metrics
 
 
+def _everyday_key() -> str:
+    import hashlib
+
+    return hashlib.sha256(squad.EVERYDAY_PATH.read_bytes()).hexdigest()[:8]
+
+
 def _prompts_key() -> str:
     """The reference continuations depend on the held-out prompts and their length, not just the weights."""
     import hashlib
@@ -139,13 +162,9 @@ def measure(preset: Preset, directory: Path, variant_name: str, reference: Path)
 
     if preset.task == "generation":
         return generation_accuracy(runner, reference, load_reference)
-    data = test_examples()
-    if data is None:
+    if test_examples() is None:
         return {"note": "SQuAD data not found: accuracy not measured"}
-    metrics = qa_accuracy(runner, data)
-    reference_metrics = reference_cache(reference, "qa", lambda: qa_accuracy(load_reference(), data))
-    same = sum(metrics["_predictions"][q] == reference_metrics["_predictions"][q] for q in metrics["_predictions"])
-    metrics["agreement_pct"] = round(100 * same / len(data), 2)
-    metrics["reference_overall_f1"] = reference_metrics["overall_f1"]
-    del metrics["_predictions"]
-    return metrics
+    held_out = HeldOut.load()
+    metrics = qa_accuracy(runner, held_out)
+    save_threshold(directory, metrics["null_threshold"])
+    return qa_against(metrics, reference_cache(reference, f"qa-both-ways-{_everyday_key()}", lambda: qa_accuracy(load_reference(), held_out)))

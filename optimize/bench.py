@@ -256,7 +256,7 @@ def bench_app(variant: str, context: str, config: BenchConfig) -> tuple[list[Res
         client = _connect(base, server)
         with httpx.Client(base_url=base, timeout=60) as http:
             callers = {"app (gradio_client)": lambda: client.predict(context, QA_QUESTION, variant, api_name="/qa"),
-                       "app (HTTP API, keep-alive)": lambda: http_api_call(http, "qa", [context, QA_QUESTION, variant]),
+                       "app (HTTP API, keep-alive)": lambda: http_api_call(http, "qa", [context, QA_QUESTION, variant, False]),
                        FLOOR: lambda: client.predict(api_name="/variants")}
             runs = timed_rounds(callers, config.app_rounds, config.warmup)
             floor = [1000 * seconds for seconds, _ in runs.pop(FLOOR)]

@@ -1,9 +1,10 @@
 """Score any QA forward function on SQuAD examples through the serving pre/post-processing."""
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -44,3 +45,45 @@ def answered(spans: dict[str, str], margins: dict[str, float], threshold: float)
 
 def evaluate_model(model, tokenizer, data, config: QAConfig, threshold: float | None = None) -> dict:
     return evaluate(functools.partial(torch_qa_logits, model), tokenizer, data, config, threshold)
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """What a QA variant is measured on: the test articles, the validation article its null
+    threshold is tuned on, and the hand-written everyday set. None of them is ever trained on."""
+
+    test: list[squad.Example]
+    validation: list[squad.Example]
+    everyday: list[squad.Example]
+
+    @classmethod
+    def load(cls, data_path: Path = squad.DEFAULT_SQUAD_PATH, split: squad.ArticleSplit = squad.ArticleSplit()) -> HeldOut:
+        articles = squad.load_articles(data_path)
+        return cls(squad.examples(articles, split.test), squad.examples(articles, split.validation),
+                   squad.everyday_examples())
+
+
+def measure(forward: Forward, tokenizer, config: QAConfig, held_out: HeldOut) -> dict:
+    """Both ways, on held-out articles: SQuAD 2.0 EM/F1 (overall, HasAns, NoAns) with the null
+    threshold this variant tunes on the validation article, and SQuAD 1.1-style forced-span EM/F1
+    on the answerable questions; F1 both ways on the everyday set. `_spans` (test, forced) are for
+    span agreement with a source and are not stored."""
+    threshold = evaluate(forward, tokenizer, held_out.validation, config)["threshold"]
+    test = evaluate(forward, tokenizer, held_out.test, config, threshold)
+    everyday = evaluate(forward, tokenizer, held_out.everyday, config, threshold)
+    rounded = {k: round(v, 2) for k, v in test["metrics"].items()}
+    return {
+        "split": "test articles " + ", ".join(sorted({e.article for e in held_out.test})),
+        "null_threshold": round(threshold, 4), **rounded,
+        "forced_exact": round(test["forced_metrics"]["HasAns_exact"], 2),
+        "forced_f1": round(test["forced_metrics"]["HasAns_f1"], 2),
+        "everyday_f1": round(everyday["metrics"]["overall_f1"], 2),
+        "everyday_forced_f1": round(everyday["forced_metrics"]["HasAns_f1"], 2),
+        "_spans": {e.id: test["spans"][e.id] for e in held_out.test if e.answers},
+    }
+
+
+def span_agreement(spans: dict[str, str], reference: dict[str, str]) -> float:
+    """Share of answerable held-out questions on which two models pick the same forced span (the
+    null decision is left out: a threshold flip at margin ≈ 0 is not a different model)."""
+    return 100 * sum(spans[q] == reference[q] for q in reference) / max(len(reference), 1)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -24,8 +25,8 @@ log = logging.getLogger("optimize.prune_qa")
 
 @dataclass(frozen=True)
 class PruneConfig:
-    heads_kept: int = 6  # per layer
-    ffn_kept: int = 768  # neurons per layer
+    heads_kept: int = 8  # per layer, of 12
+    ffn_kept: int = 1024  # neurons per layer, of 1536
     calibration_windows: int = 256
     batch_size: int = 16
     seed: int = 42
@@ -129,13 +130,14 @@ def run(baseline_dir, prune_config: PruneConfig, train_config, recovery: Recover
     from optimize import squad
     from optimize.evaluate_qa import evaluate_model
     from optimize.model_card import write_qa_card
-    from optimize.train_qa import finish, fit, seed_everything, training_features, validation_tracker
+    from optimize.train_qa import finish, fit, seed_everything, training_examples, training_features, validation_tracker
 
     torch.set_num_threads(train_config.threads)
     seed_everything(train_config.seed)
     articles = squad.load_articles(train_config.data)
     tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
-    features = training_features(tokenizer, squad.examples(articles, train_config.split.train), train_config.qa)
+    features = training_features(tokenizer, training_examples(train_config, articles), train_config.qa)
+    published, train_config = train_config.output, replace(train_config, output=staging_dir(train_config.output))
     validation_data = squad.examples(articles, train_config.split.validation)
     teacher = load_baseline(baseline_dir).eval()
     student = pruned_copy(baseline_dir, features, tokenizer.pad_token_id, prune_config)
@@ -158,5 +160,26 @@ def run(baseline_dir, prune_config: PruneConfig, train_config, recovery: Recover
              "prune": prune_config.__dict__, "validation_f1_before_recovery": round(before, 2),
              "train_windows": len(features), "train_seconds": round(time.perf_counter() - started)}
     result = finish(train_config.output, tokenizer, train_config, best, history, articles, extra)
-    write_qa_card(train_config.output)
+    publish_if_gated(train_config.output, published, baseline_dir, result)
+    write_qa_card(published)
     return result
+
+
+def staging_dir(output: Path) -> Path:
+    return Path(output).with_name(Path(output).name + ".partial")
+
+
+def publish_if_gated(staging: Path, published: Path, baseline_dir: Path, result: dict) -> None:
+    """Pruning promises a smaller model of measured quality: it is published only when it stays
+    within the gate of the baseline on SQuAD 2.0 F1 *and* forced-span F1, so abstaining cannot
+    pass. A miss leaves the staging folder for inspection and publishes nothing."""
+    import json
+    import shutil
+
+    from optimize.gates import check
+
+    baseline = json.loads((Path(baseline_dir) / "training.json").read_text())["held_out"]
+    metrics = {**result["held_out"], "reference_overall_f1": baseline["overall_f1"], "reference_forced_f1": baseline["forced_f1"]}
+    check(str(published), "qa", "torch", metrics)
+    shutil.rmtree(published, ignore_errors=True)
+    Path(staging).rename(published)

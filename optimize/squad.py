@@ -12,7 +12,12 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_SQUAD_PATH = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "squad-v2-dev" / "dev-v2.0.json"
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DEFAULT_SQUAD_PATH = SHARED_DATA / "squad-v2-dev" / "dev-v2.0.json"
+# The first 10 articles of the official SQuAD 2.0 train set: extra training data, no title shared with dev.
+TRAIN_HEAD_PATH = SHARED_DATA / "squad-v2-train-head" / "train-v2.0-first10.json"
+# The project's own hand-written questions on everyday texts: they measure, they never teach.
+EVERYDAY_PATH = Path(__file__).with_name("everyday_qa.json")
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,46 @@ def examples(articles: list[dict], indices: tuple[int, ...]) -> list[Example]:
                     answers=tuple(a["text"] for a in answers),
                     answer_starts=tuple(a["answer_start"] for a in answers),
                 ))
+    return out
+
+
+def all_examples(path: Path) -> list[Example]:
+    """Every question of a SQuAD file (extra training data: all of its articles train)."""
+    articles = load_articles(path)
+    return examples(articles, tuple(range(len(articles))))
+
+
+def everyday_examples(path: Path = EVERYDAY_PATH) -> list[Example]:
+    """The hand-written set (answers are exact substrings of their text; offsets found here)."""
+    out = []
+    for text in json.loads(Path(path).read_text())["texts"]:
+        for index, item in enumerate(text["questions"]):
+            out.append(Example(id=f"{text['title']}-{index}", article=f"everyday/{text['title']}", context=text["context"],
+                               question=item["question"], answers=tuple(item["answers"]),
+                               answer_starts=tuple(text["context"].index(a) for a in item["answers"])))
+    return out
+
+
+def other_paragraph_negatives(data: list[Example], share: float, seed: int) -> list[Example]:
+    """Unanswerable examples made from answerable ones: the question paired with another paragraph
+    of the same article that contains none of its answers. They teach "the answer is not *here*"
+    on realistic, on-topic text (SQuAD 2.0's own negatives are written against one paragraph)."""
+    import random
+
+    rng = random.Random(seed)
+    contexts: dict[str, list[str]] = collections.defaultdict(list)
+    for example in data:
+        if example.context not in contexts[example.article]:
+            contexts[example.article].append(example.context)
+    out = []
+    for example in data:
+        if not example.answers or rng.random() >= share:
+            continue
+        others = [c for c in contexts[example.article]
+                  if c != example.context and not any(a.lower() in c.lower() for a in example.answers)]
+        if others:
+            out.append(Example(id=f"{example.id}-neg", article=example.article, context=rng.choice(others),
+                               question=example.question, answers=(), answer_starts=()))
     return out
 
 

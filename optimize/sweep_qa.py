@@ -1,5 +1,9 @@
 """`python -m optimize sweep-qa`: how accuracy and latency trade off with pruning sparsity.
 
+`--recovered DIR …` instead tabulates pruned-and-recovered candidates (what `prune` wrote, gate
+passed or not) two ways beside the baseline: SQuAD 2.0 F1, forced-span F1, the everyday set, and
+PyTorch latency at 384 tokens — reports/pruning-sweep-qa-recovered.{json,md}.
+
 For each (heads kept, FFN neurons kept) per layer: prune the baseline with the same importance
 scores the pruning stage uses (no recovery, so this is the damage recovery has to repair),
 score validation F1 (null threshold tuned on validation), and time one 384-token forward in
@@ -56,4 +60,35 @@ def run(baseline_dir: Path = Path("weights/qa-minilm-squad2"), config: TrainConf
     for row in rows:
         row["speedup"] = round(full / row["torch_fp32_384_ms"], 2)
     save_rows("pruning-sweep-qa", "QA pruning sweep (validation article, before recovery)", rows)
+    return rows
+
+
+def recovered(candidates: list[Path], baseline_dir: Path = Path("weights/qa-minilm-squad2")) -> list[dict]:
+    import json
+
+    from optimize.gates import failures
+    from optimize.prune_qa import load_baseline as load
+
+    baseline = json.loads((baseline_dir / "training.json").read_text())["held_out"]
+    rows = []
+    for directory in [baseline_dir, *candidates]:
+        training = json.loads((directory / "training.json").read_text())
+        metrics, prune_config = training["held_out"], training.get("prune")
+        model = load(directory).eval()
+        missed = failures("qa", "torch", {**metrics, "reference_overall_f1": baseline["overall_f1"],
+                                          "reference_forced_f1": baseline["forced_f1"]}) if prune_config else []
+        rows.append({
+            "candidate": f"{prune_config['heads_kept']} heads / {prune_config['ffn_kept']} FFN" if prune_config else "baseline",
+            "recovery epochs": training["epochs"] if prune_config else "—",
+            "encoder params (M)": round(sum(p.numel() for p in model.bert.encoder.parameters()) / 1e6, 2),
+            "SQuAD 2.0 F1": metrics["overall_f1"], "HasAns / NoAns F1": f"{metrics['HasAns_f1']} / {metrics['NoAns_f1']}",
+            "forced-span F1": metrics["forced_f1"], "everyday F1 (forced)": f"{metrics['everyday_f1']} ({metrics['everyday_forced_f1']})",
+            "torch fp32 384 ms": round(forward_ms(model), 1),
+            "gates (within 3 of baseline, both)": ("missed: " + "; ".join(missed)) if missed else ("pass" if prune_config else "—"),
+        })
+        print(rows[-1], flush=True)
+    full = rows[0]["torch fp32 384 ms"]
+    for row in rows:
+        row["speedup"] = f"{full / row['torch fp32 384 ms']:.2f}x"
+    save_rows("pruning-sweep-qa-recovered", "QA pruning candidates after recovery (test articles, two ways)", rows)
     return rows

@@ -12,6 +12,7 @@ articles, and the test articles are scored once, at the end, from the saved fp16
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -25,6 +26,7 @@ import numpy as np
 import torch
 
 from models.qa import QAConfig, tokenize
+from models.runners import torch_qa_logits
 from models.sources import minilm_path
 from optimize import squad
 from optimize.cpu import has_bf16
@@ -39,6 +41,9 @@ class TrainConfig:
     output: Path = Path("weights/qa-minilm-squad2")
     data: Path = squad.DEFAULT_SQUAD_PATH
     split: squad.ArticleSplit = field(default_factory=squad.ArticleSplit)
+    # extra training files, every article of them trains (the dev file's validation/test articles never do)
+    extra_data: tuple[Path, ...] = (squad.TRAIN_HEAD_PATH,)
+    negatives_share: float = 0.3  # answerable questions also paired with another paragraph of their article
     epochs: int = 3
     batch_size: int = 16
     learning_rate: float = 1e-4
@@ -66,6 +71,20 @@ def answerability_loss(outputs, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     margin = start + end - outputs.start_logits[:, 0] - outputs.end_logits[:, 0]
     answerable = (batch["start_positions"] != 0).float()
     return torch.nn.functional.binary_cross_entropy_with_logits(margin, answerable)
+
+
+def training_examples(config: TrainConfig, articles: list[dict]) -> list[squad.Example]:
+    """The dev file's training articles, the extra files, and other-paragraph negatives."""
+    data = squad.examples(articles, config.split.train)
+    for path in config.extra_data:
+        data += squad.all_examples(path)
+    return data + squad.other_paragraph_negatives(data, config.negatives_share, config.seed)
+
+
+def validation_score(metrics: dict, forced_metrics: dict) -> float:
+    """The epoch kept: the mean of SQuAD 2.0 F1 (tuned threshold) and forced-span HasAns F1, so
+    that neither abstaining nor always answering wins it alone."""
+    return (metrics["overall_f1"] + forced_metrics["HasAns_f1"]) / 2
 
 
 def seed_everything(seed: int) -> None:
@@ -182,28 +201,39 @@ def save_fp16(model, output: Path) -> None:
 
 
 def finish(model_dir: Path, tokenizer, config: TrainConfig, best: dict, history: list, articles, extra: dict) -> dict:
-    """Save tokenizer and threshold, reload the fp16 weights, score the test articles once."""
-    from transformers import AutoModelForQuestionAnswering
-
+    """Save the tokenizer, reload the fp16 weights, measure them on held-out data (both ways)."""
     tokenizer.save_pretrained(model_dir)
-    qa_config = {**asdict(config.qa), "null_threshold": best["threshold"]}
-    (model_dir / "qa_config.json").write_text(json.dumps(qa_config, indent=2) + "\n")
-    final = AutoModelForQuestionAnswering.from_pretrained(model_dir, torch_dtype=torch.float32).eval()
-    test = evaluate_model(final, tokenizer, squad.examples(articles, config.split.test), QAConfig(**qa_config),
-                          threshold=best["threshold"])
     result = {
         **extra, "data": str(config.data.name), "split": asdict(config.split),
         "articles": {name: [articles[i]["title"] for i in getattr(config.split, name)] for name in ("train", "validation", "test")},
+        "extra_data": [p.name for p in config.extra_data], "negatives_share": config.negatives_share,
         "seed": config.seed, "epochs": config.epochs, "best_epoch": best["epoch"],
-        "batch_size": config.batch_size, "learning_rate": config.learning_rate,
-        "null_threshold": best["threshold"], "history": history,
+        "batch_size": config.batch_size, "learning_rate": config.learning_rate, "history": history,
         "validation": {k: round(v, 2) for k, v in best["metrics"].items()},
-        "test": {k: round(v, 2) for k, v in test["metrics"].items()},
-        "test_forced_span": {k: round(v, 2) for k, v in test["forced_metrics"].items()},
     }
-    (model_dir / "training.json").write_text(json.dumps(result, indent=2) + "\n")
-    log.info("test %s", result["test"])
-    return result
+    return remeasure(model_dir, result, config)
+
+
+def remeasure(model_dir: Path, training: dict, config: TrainConfig = TrainConfig()) -> dict:
+    """Measure saved QA weights on the held-out data (`evaluate_qa.measure`), store the null
+    threshold tuned on validation in qa_config.json and the scores in training.json."""
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+    from optimize.evaluate_qa import HeldOut, measure
+
+    model = AutoModelForQuestionAnswering.from_pretrained(model_dir, dtype=torch.float32).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    metrics = measure(functools.partial(torch_qa_logits, model), tokenizer, config.qa,
+                      HeldOut.load(config.data, config.split))
+    metrics.pop("_spans")
+    qa_config = {**asdict(config.qa), "null_threshold": metrics["null_threshold"]}
+    (model_dir / "qa_config.json").write_text(json.dumps(qa_config, indent=2) + "\n")
+    training = {**training, "null_threshold": metrics["null_threshold"], "held_out": metrics,
+                "test": {k: metrics[k] for k in metrics if k.split("_")[0] in ("overall", "HasAns", "NoAns")},
+                "test_forced_span": {"HasAns_exact": metrics["forced_exact"], "HasAns_f1": metrics["forced_f1"]}}
+    (model_dir / "training.json").write_text(json.dumps(training, indent=2) + "\n")
+    log.info("held-out %s", metrics)
+    return training
 
 
 def validation_tracker(model, tokenizer, data, config: TrainConfig, history: list, best: dict):
@@ -214,10 +244,11 @@ def validation_tracker(model, tokenizer, data, config: TrainConfig, history: lis
                         "forced_HasAns_f1": round(validation["forced_metrics"]["HasAns_f1"], 2),
                         "threshold": validation["threshold"]})
         log.info("epoch %d validation %s", epoch, history[-1])
-        if not best or validation["metrics"]["overall_f1"] > best["metrics"]["overall_f1"]:
+        score = validation_score(validation["metrics"], validation["forced_metrics"])
+        if not best or score > validation_score(best["metrics"], best["forced_metrics"]):
             best.update(validation, epoch=epoch)
             save_fp16(model, config.output)
-        return validation["metrics"]["overall_f1"]
+        return score
     return on_epoch
 
 
@@ -227,7 +258,7 @@ def train(config: TrainConfig) -> dict:
     torch.set_num_threads(config.threads)
     seed_everything(config.seed)
     articles = squad.load_articles(config.data)
-    train_data = squad.examples(articles, config.split.train)
+    train_data = training_examples(config, articles)
     validation_data = squad.examples(articles, config.split.validation)
     base = minilm_path()
     tokenizer = AutoTokenizer.from_pretrained(base)
@@ -240,8 +271,8 @@ def train(config: TrainConfig) -> dict:
 
     def loss_fn(model, batch):
         outputs = model(**batch)
-        if not config.answerability_weight:
-            return outputs.loss
+        if not config.answerability_weight or bool((batch["start_positions"] != 0).all()):
+            return outputs.loss  # the margin loss needs both classes (the answerable-first epochs have one)
         return outputs.loss + config.answerability_weight * answerability_loss(outputs, batch)
 
     fit(model, features, tokenizer.pad_token_id, config,

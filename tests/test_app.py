@@ -33,6 +33,18 @@ def test_qa_endpoint_answers_with_timings(client, variant):
         assert SEED[result["start"]:result["end"]] == result["answer"]
 
 
+def test_qa_endpoint_takes_handle_impossible_answer_like_the_pipeline(client):
+    """Default: the best span, with the null decision beside it; on: "" when the null score wins.
+    The tiny model's threshold (-1e9) never lets the null win, so both modes give the same span."""
+    default = client.predict(SEED, "Who worked harder?", "baseline", api_name="/qa")
+    allowed = client.predict(SEED, "Who worked harder?", "baseline", True, api_name="/qa")
+    for result in (default, allowed):
+        assert {"null_wins", "null_margin", "null_threshold"} <= set(result)
+        assert result["null_wins"] is False and isinstance(result["null_margin"], float)
+    assert default["handle_impossible_answer"] is False and allowed["handle_impossible_answer"] is True
+    assert default["answer"] and default["answer"] == allowed["answer"]
+
+
 @pytest.mark.parametrize("variant", ["baseline", "optimized"])
 def test_generate_endpoint_streams_tokens_and_reports_speed(client, variant):
     result = client.predict("Say hello", variant, 5, api_name="/generate")
@@ -59,7 +71,7 @@ def test_http_api_answers_like_gradio_client(client, app_url):
 
     expected = client.predict(SEED, "Who worked harder?", "baseline", api_name="/qa")
     with httpx.Client(base_url=app_url, timeout=60) as http:
-        result = http_api_call(http, "qa", [SEED, "Who worked harder?", "baseline"])
+        result = http_api_call(http, "qa", [SEED, "Who worked harder?", "baseline", False])
         assert (result["answer"], result["start"], result["end"]) == (expected["answer"], expected["start"], expected["end"])
         with pytest.raises(RuntimeError, match="error"):
-            http_api_call(http, "qa", [SEED, "   ", "baseline"])
+            http_api_call(http, "qa", [SEED, "   ", "baseline", False])

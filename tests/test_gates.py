@@ -13,3 +13,19 @@ def test_pruned_generation_gates_on_agreement_and_perplexity():
     assert failures("generation", "torch", {"agreement_pct": 90, "perplexity_ratio": 1.2}) == []
     with pytest.raises(GateFailed, match=r"agreement 80.0%.*perplexity 1.400x"):
         check("gen/pruned", "generation", "torch", {"agreement_pct": 80, "perplexity_ratio": 1.4})
+
+
+def test_qa_pruned_cannot_pass_by_abstaining():
+    """Abstaining keeps SQuAD 2.0 F1 (no answer scores on unanswerable questions) but loses the
+    forced-span F1: the gate reads both."""
+    abstainer = {"overall_f1": 56.0, "reference_overall_f1": 55.0, "forced_f1": 52.0, "reference_forced_f1": 66.0}
+    missed = failures("qa", "torch", abstainer)
+    assert len(missed) == 1 and "forced-span F1 52.00 is 14.00 below baseline" in missed[0]
+    assert failures("qa", "torch", {**abstainer, "forced_f1": 63.5}) == []
+
+
+def test_qa_onnx_variant_is_gated_on_both_measures_within_one_point():
+    metrics = {"agreement_pct": 98.5, "overall_f1": 55.0, "reference_overall_f1": 55.4,
+               "forced_f1": 64.0, "reference_forced_f1": 65.5}
+    missed = failures("qa", "onnxruntime", metrics)
+    assert len(missed) == 1 and "forced-span F1" in missed[0] and "its source" in missed[0]

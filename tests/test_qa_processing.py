@@ -52,6 +52,22 @@ def test_null_score_above_threshold_means_no_answer(tokenizer):
     assert answer.answer == "The"
 
 
+def test_span_mode_returns_the_best_span_with_the_null_decision_beside_it(tokenizer):
+    """transformers' pipeline convention: handle_impossible_answer=False always answers with the
+    best span; the null decision (null_wins, margin) still comes with it."""
+    context = "The first pig was lazy."
+    windows = preprocess(tokenizer, "Who is the wolf?", context, QAConfig())
+    start, end = _logits_for(windows, 0, 3, span_score=1.0, null_score=4.0)
+    span_mode = postprocess(windows, start, end, context, QAConfig(), handle_impossible_answer=False)
+    assert (span_mode.answer, span_mode.start, span_mode.end, span_mode.null_wins) == ("The", 0, 3, True)
+    assert span_mode.score == pytest.approx(-3.0)
+    squad2 = postprocess(windows, start, end, context, QAConfig(), handle_impossible_answer=True)
+    assert (squad2.answer, squad2.null_wins, squad2.score) == ("", True, span_mode.score)
+    start, end = _logits_for(windows, 0, 3, span_score=6.0, null_score=1.0)
+    answered = postprocess(windows, start, end, context, QAConfig(), handle_impossible_answer=True)
+    assert (answered.answer, answered.null_wins) == ("The", False)
+
+
 @pytest.mark.parametrize("question, context", [("", "ctx"), ("q", "   "), ("q" * 2000, "ctx")])
 def test_bad_input_is_a_typed_error_with_a_message(tokenizer, question, context):
     with pytest.raises(InputError, match="."):

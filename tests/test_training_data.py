@@ -1,0 +1,45 @@
+"""What QA trains on and what it is measured on stay apart: the extra SQuAD train articles and
+other-paragraph negatives teach; the test articles, the validation article and the hand-written
+everyday set only measure."""
+import pytest
+
+from optimize import squad
+from optimize.train_qa import TrainConfig, training_examples
+from tests.conftest import requires_squad
+
+
+def test_everyday_set_is_about_forty_questions_a_tenth_unanswerable():
+    examples = squad.everyday_examples()
+    unanswerable = [e for e in examples if not e.answers]
+    assert 38 <= len(examples) <= 45 and 3 <= len(unanswerable) <= 6
+    assert len({e.id for e in examples}) == len(examples)
+    for example in examples:
+        for answer, start in zip(example.answers, example.answer_starts):
+            assert example.context[start:start + len(answer)] == answer
+
+
+def test_other_paragraph_negatives_pair_a_question_with_text_of_its_article_that_lacks_the_answer():
+    data = [squad.Example("a", "pigs", "The second little pig built with sticks.", "Who used sticks?",
+                          ("The second little pig",), (0,)),
+            squad.Example("b", "pigs", "The wolf blew the straw house down.", "What did the wolf do?",
+                          ("blew the straw house down",), (9,)),
+            squad.Example("c", "other", "Bricks are strong.", "What is strong?", ("Bricks",), (0,))]
+    negatives = squad.other_paragraph_negatives(data, share=1.0, seed=0)
+    assert {(n.question, n.context) for n in negatives} == {
+        ("Who used sticks?", "The wolf blew the straw house down."),
+        ("What did the wolf do?", "The second little pig built with sticks.")}
+    assert all(not n.answers and n.id.endswith("-neg") for n in negatives)
+
+
+@requires_squad()
+@pytest.mark.skipif(not squad.TRAIN_HEAD_PATH.exists(), reason="../shared/data/squad-v2-train-head is absent")
+def test_training_never_sees_the_held_out_articles_or_the_everyday_texts():
+    config = TrainConfig()
+    articles = squad.load_articles(config.data)
+    train = training_examples(config, articles)
+    held_out_titles = {articles[i]["title"] for i in (*config.split.validation, *config.split.test)}
+    assert not {e.article for e in train} & held_out_titles
+    train_contexts = {e.context for e in train}
+    assert not train_contexts & {e.context for e in squad.everyday_examples()}
+    assert not any("little pig" in context for context in train_contexts)
+    assert len(train) > 2 * len(squad.examples(articles, config.split.train))  # the train-head articles are in
