@@ -53,6 +53,7 @@ class Preset:
     variants: tuple[Variant, ...]
     default: bool = False
     notes: str = ""
+    fetch_on_start: bool = False  # the background build downloads its Hub variants (a Space's pushed repos)
 
     def variant(self, name: str) -> Variant:
         for variant in self.variants:
@@ -125,10 +126,10 @@ def pushed_preset(prefix: str, task: Task) -> Preset:
     """The default preset's variants as pushed by `python -m optimize push --repo-prefix PREFIX`:
     every variant from its own Hub repo PREFIX-<task>-<variant>."""
     base = default_preset(task)
-    return Preset(name=f"{base.name}-hub", task=task, title=f"{base.title} from {prefix}", variants=tuple(
-        Variant(v.name, v.runtime, Source("hub", f"{prefix}-{task}-{v.name}"), steps=v.steps,
-                how_to_build=f"push it first: python -m optimize push --repo-prefix {prefix}")
-        for v in base.variants))
+    return Preset(name=f"{base.name}-hub", task=task, title=f"{base.title} from {prefix}", fetch_on_start=True,
+                  variants=tuple(Variant(v.name, v.runtime, Source("hub", f"{prefix}-{task}-{v.name}"), steps=v.steps,
+                                         how_to_build=f"push it first: python -m optimize push --repo-prefix {prefix}")
+                                 for v in base.variants))
 
 
 def preset(name: str) -> Preset:

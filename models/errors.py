@@ -7,3 +7,7 @@ class InputError(ValueError):
 
 class VariantUnavailable(RuntimeError):
     """The variant exists in the catalog but its weights are not built or cannot be loaded."""
+
+
+class ConfigError(ValueError):
+    """A setting (option, environment or repository variable) is malformed or points at nothing."""

@@ -168,14 +168,15 @@ class Showdown:
 
     # --- building -----------------------------------------------------------------------------
     def missing_builds(self) -> list[tuple[Task, str]]:
-        """What this machine can build now: package conversions, and ONNX variants whose source
-        is present or will be built first (not pruning or training, not the Hub)."""
+        """What this machine can build now: package conversions, the pushed repos of a preset that
+        fetches on start, and ONNX variants whose source is present or will be built first (not
+        pruning or training, not a Hub preset's models: those are fetched when first used)."""
         todo: list[tuple[Task, str]] = []
         for task, p in self.presets.items():
             for spec in p.variants:
                 if self._locate(task, spec.name) is not None:
                     continue
-                if spec.source.kind == "package":
+                if spec.source.kind == "package" or (spec.source.kind == "hub" and p.fetch_on_start):
                     todo.append((task, spec.name))
                 elif spec.source.kind == "built" and spec.recipe_dir and (REPO_ROOT / spec.recipe_dir).exists():
                     todo.append((task, spec.name))
@@ -203,13 +204,17 @@ class Showdown:
 
             try:
                 p = self.preset(task)
-                if p.variant(variant).recipe_dir:
+                spec = p.variant(variant)
+                if spec.source.kind == "hub":
+                    report(f"{p.name}/{variant}: fetching {spec.source.location} from the Hub")
+                    resolve(p, spec)
+                elif spec.recipe_dir:
                     build_assembled(p, variant, progress=report, evaluate=self.measure_builds)
-                elif p.variant(variant).runtime == "onnxruntime":
+                elif spec.runtime == "onnxruntime":
                     build_onnx(p, variant, progress=report, evaluate=self.measure_builds)
                 else:
-                    report(f"{p.name}/{variant}: converting {Path(p.variant(variant).source.location).name} (first start only)")
-                    resolve(p, p.variant(variant))
+                    report(f"{p.name}/{variant}: converting {Path(spec.source.location).name} (first start only)")
+                    resolve(p, spec)
             except Exception as error:  # keep serving: the variant is reported unavailable with the reason
                 log.exception("building %s/%s failed", task, variant)
                 with self._lock:

@@ -74,6 +74,13 @@ def main(argv: list[str] | None = None) -> int:
     push.add_argument("--repo-prefix", required=True, help="ORG/NAME: repos ORG/NAME-<task>-<variant>")
     push.add_argument("--private", action="store_true")
 
+    space = stages.add_parser("deploy-space", help="upload the app to a Space that serves the pushed repos")
+    space.add_argument("--space", help="ORG/NAME of the Space (default: $HF_SPACE)")
+    space.add_argument("--hub-prefix", help="the --repo-prefix given to push (default: $SHOWDOWN_HUB_PREFIX)")
+    space.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                       help="the Space's hardware: gpu installs requirements-gpu.txt (CUDA builds of ONNX Runtime)")
+    space.add_argument("--private", action="store_true")
+
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stdout)
 
@@ -161,6 +168,16 @@ def main(argv: list[str] | None = None) -> int:
         from optimize.push import push as push_variants
         for repo in push_variants(args.repo_prefix, private=args.private):
             print(repo)
+    elif args.stage == "deploy-space":
+        from huggingface_hub.errors import HfHubHTTPError
+
+        from models.errors import ConfigError
+        from optimize.deploy_space import run as deploy_space
+        try:
+            return deploy_space(args.space, args.hub_prefix, args.device, args.private)
+        except (ConfigError, HfHubHTTPError) as error:  # a bad token or name: the Hub's message, no trace
+            print(f"error: {error}", file=sys.stderr)
+            return 2
     return 0
 
 

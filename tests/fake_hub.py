@@ -1,12 +1,17 @@
 """A local HTTP server that plays the Hub endpoints huggingface_hub uses to create a repo,
 commit files (preupload answering "regular", then the NDJSON commit with base64 contents) and
-download a snapshot (model info at a revision, HEAD + GET on resolve URLs), so the real Hub code
-runs against this machine. Point HF_ENDPOINT at it. It records the Authorization headers it saw."""
+download a snapshot (model info at a revision, HEAD + GET on resolve URLs), and set a Space's
+variables, so the real Hub code runs against this machine. Point HF_ENDPOINT at it. It records the
+Authorization headers it saw."""
 from __future__ import annotations
 
 import base64
 import hashlib
 import json
+import os
+import re
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -16,6 +21,8 @@ from urllib.parse import unquote, urlparse
 class FakeHub:
     def __init__(self) -> None:
         self.repos: dict[str, dict[str, bytes]] = {}  # repo id -> file name -> content
+        self.repo_types: dict[str, str] = {}  # repo id -> "model" / "space" / "dataset"
+        self.variables: dict[str, dict[str, str]] = {}  # Space id -> variable -> value
         self.requests: list[str] = []
         self.authorizations: list[str] = []
         hub = self
@@ -41,7 +48,7 @@ class FakeHub:
                     repo = f"{request['organization']}/{request['name']}" if request.get("organization") else request["name"]
                     if repo in hub.repos:
                         return self._send(409, b'{"error": "You already created this model repo"}', {}, True)
-                    hub.repos[repo] = {}
+                    hub.repos[repo], hub.repo_types[repo] = {}, request.get("type") or "model"
                     return self._send(200, json.dumps({"url": f"{hub.url}/{repo}"}).encode(), {}, True)
                 if path == "/api/validate-yaml":  # create_commit checks a README's YAML header first
                     return self._send(200, b"{}", {}, True)
@@ -49,8 +56,13 @@ class FakeHub:
                     files = [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
                              for f in json.loads(body)["files"]]
                     return self._send(200, json.dumps({"files": files}).encode(), {}, True)
-                if "/commit/" in path:
-                    repo = path[len("/api/models/"):].split("/commit/")[0]
+                if path.startswith("/api/spaces/") and path.endswith("/variables"):
+                    request = json.loads(body)
+                    values = hub.variables.setdefault(path[len("/api/spaces/"):-len("/variables")], {})
+                    values[request["key"]] = request["value"]
+                    return self._send(200, json.dumps({k: {"value": v} for k, v in values.items()}).encode(), {}, True)
+                if commit := re.match(r"/api/(?:models|spaces|datasets)/(.+)/commit/", path):
+                    repo = commit.group(1)
                     for line in body.splitlines():
                         item = json.loads(line)
                         if item["key"] == "file":
@@ -105,6 +117,16 @@ class FakeHub:
         for name, content in sorted(self.repos[repo].items()):
             digest.update(name.encode() + content)
         return digest.hexdigest()
+
+    def run_python(self, code: str, home: Path, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+        """Run `code` in a fresh interpreter pointed at this hub (huggingface_hub reads HF_ENDPOINT at
+        import), with its own HF_HOME so no login token of this machine is seen."""
+        from models.catalog import REPO_ROOT
+
+        environment = {**os.environ, "HF_ENDPOINT": self.url, "HF_HOME": str(Path(home) / "hf"),
+                       "HF_HUB_DISABLE_XET": "1", "HF_HUB_DISABLE_TELEMETRY": "1", **env}
+        return subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True,
+                              cwd=cwd or REPO_ROOT, timeout=600)
 
     def add_folder(self, repo: str, folder: Path) -> None:
         self.repos[repo] = {str(p.relative_to(folder)): p.read_bytes() for p in Path(folder).rglob("*") if p.is_file()}

@@ -2,20 +2,10 @@
 Hub's endpoints (the real Hub cannot be reached here); we assert on what arrived."""
 import json
 import os
-import subprocess
-import sys
 
-from models.catalog import REPO_ROOT
 from tests.fake_hub import FakeHub
 
 TOKEN = "hf_showdownSecretToken123"
-
-
-def run_python(code: str, hub: FakeHub, tmp_path, **env) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_DISABLE_XET": "1",
-                   "HF_HUB_DISABLE_TELEMETRY": "1", **env}
-    return subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True,
-                          cwd=REPO_ROOT, timeout=600)
 
 
 def test_push_uploads_every_ready_variant_with_card_and_report_and_pull_loads_them(built_presets, tmp_path):
@@ -29,7 +19,7 @@ def test_push_uploads_every_ready_variant_with_card_and_report_and_pull_loads_th
         "print('PUSHED', push('showdown-org/demo', Showdown(presets=presets)))\n"
     )
     with FakeHub() as hub:
-        done = run_python(push, hub, tmp_path, HF_TOKEN=TOKEN,
+        done = hub.run_python(push, tmp_path, HF_TOKEN=TOKEN,
                           SHOWDOWN_ARTIFACTS=os.environ["SHOWDOWN_ARTIFACTS"])
         assert done.returncode == 0, done.stderr[-3000:]
         assert TOKEN not in done.stdout + done.stderr  # never printed
@@ -51,7 +41,7 @@ def test_push_uploads_every_ready_variant_with_card_and_report_and_pull_loads_th
             "print('GEN', s.generate('Hello', 'optimized', 3)['new_tokens'])\n"
             "print('STATUS', {v['variant']: v['status'] for v in s.variants() if v['task'] == 'qa'})\n"
         )
-        pulled = run_python(pull, hub, tmp_path / "pull", SHOWDOWN_HUB_PREFIX="showdown-org/demo")
+        pulled = hub.run_python(pull, tmp_path / "pull", SHOWDOWN_HUB_PREFIX="showdown-org/demo")
     assert pulled.returncode == 0, pulled.stderr[-3000:]
     assert "QA True" in pulled.stdout and "GEN 3" in pulled.stdout
     assert "'pruned': 'unavailable'" in pulled.stdout

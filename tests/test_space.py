@@ -1,0 +1,111 @@
+"""`python -m optimize deploy-space` (what .github/workflows/deploy-space.yml runs) against the local
+Hub double: the files it uploads, the variable that points the Space at the pushed repos, the Space
+starting from those repos without building, and the skip without a token or a Space name."""
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from models.catalog import REPO_ROOT
+from optimize.deploy_space import space_files
+from tests.fake_hub import FakeHub
+from tests.test_push import TOKEN
+
+PREFIX, SPACE = "showdown-org/demo", "showdown-org/showdown"
+DEPLOY = "import sys\nfrom optimize.__main__ import main\nsys.exit(main(['deploy-space', *sys.argv[1:]]))\n"
+
+
+def deploy(hub: FakeHub, home: Path, *args: str, token: str = TOKEN, space: str = SPACE, prefix: str = PREFIX):
+    """The workflow's step: settings from the environment, empty when a secret or variable is unset."""
+    code = DEPLOY.replace("sys.argv[1:]", repr(list(args)))
+    return hub.run_python(code, home, HF_TOKEN=token, HF_SPACE=space, SHOWDOWN_HUB_PREFIX=prefix)
+
+
+def test_deploy_uploads_the_app_points_it_at_the_pushed_repos_and_the_space_starts_without_building(
+        tiny_qa_dir, tmp_path):
+    with FakeHub() as hub:
+        hub.add_folder(f"{PREFIX}-qa-baseline", tiny_qa_dir)  # as `optimize push` left it
+        done = deploy(hub, tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        gpu = deploy(hub, tmp_path, "--device", "gpu", space=f"{SPACE}-gpu")
+        assert gpu.returncode == 0, gpu.stderr[-3000:]
+        files = hub.repos[SPACE]
+        assert hub.repo_types[SPACE] == "space" and hub.variables[SPACE] == {"SHOWDOWN_HUB_PREFIX": PREFIX}
+        assert sorted(files) == sorted(space_files())
+        for name in ("app.py", "README.md", "requirements.txt", "models/showdown.py", "optimize/deploy_space.py",
+                     "reports/qa.json", "reports/qa.png", "docs/screenshot.png"):
+            assert name in files, name
+        assert not [n for n in files if re.match(r"(tests|weights|artifacts|runs|\.github|\.ci)/|.*\.pyc$|requirements-", n)]
+        assert files["requirements.txt"] == (REPO_ROOT / "requirements.txt").read_bytes()
+        assert hub.repos[f"{SPACE}-gpu"]["requirements.txt"] == (REPO_ROOT / "requirements-gpu.txt").read_bytes()
+        header = yaml.safe_load(files["README.md"].decode().split("---")[1])
+        assert header["sdk"] == "gradio" and header["app_file"] == "app.py"
+        assert all(a == f"Bearer {TOKEN}" for a in hub.authorizations)
+        assert TOKEN not in done.stdout + done.stderr and f"deployed {len(files)} files to Space {SPACE}" in done.stdout
+
+        space = tmp_path / "space"  # the Space: only the uploaded files, the variable it was given
+        for name, content in files.items():
+            (space / name).parent.mkdir(parents=True, exist_ok=True)
+            (space / name).write_bytes(content)
+        artifacts = tmp_path / "space-artifacts"
+        start = (
+            "import app\nfrom models.showdown import Showdown\n"
+            "print('APP', app.__file__)\ns = Showdown.from_environment()\napp.build_ui(s)\n"
+            "s.build_missing(progress=lambda message: None)\n"
+            "print('STATUS', {(v['task'], v['variant']): v['status'] for v in s.variants()})\n"
+            "print('QA', s.answer('The second pig worked.', 'Who worked?', 'baseline')['latency_ms']['total'] > 0)\n"
+        )
+        started = hub.run_python(start, tmp_path / "space-home", cwd=space, SHOWDOWN_HUB_PREFIX=PREFIX,
+                                 SHOWDOWN_ARTIFACTS=str(artifacts), HF_TOKEN="")
+    assert started.returncode == 0, started.stderr[-3000:]
+    assert f"APP {space / 'app.py'}" in started.stdout and "QA True" in started.stdout
+    assert "('qa', 'baseline'): 'ready'" in started.stdout and "('qa', 'optimized'): 'unavailable'" in started.stdout
+    assert not artifacts.exists() or not any(artifacts.iterdir())  # fetched, nothing built
+
+
+@pytest.mark.parametrize("unset", ["token", "space", "prefix"])
+def test_deploy_without_a_token_or_space_name_skips_with_a_message_and_uploads_nothing(unset, tmp_path):
+    with FakeHub() as hub:
+        done = deploy(hub, tmp_path, **{unset: ""})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("deploy-space skipped:") and len(done.stdout.splitlines()) == 1
+    assert {"token": "HF_TOKEN", "space": "HF_SPACE", "prefix": "SHOWDOWN_HUB_PREFIX"}[unset] in done.stdout
+    assert hub.requests == [] and hub.repos == {}
+
+
+def test_deploy_says_what_to_do_when_nothing_was_pushed_or_a_name_is_malformed(tmp_path):
+    with FakeHub() as hub:
+        unpushed = deploy(hub, tmp_path)
+        malformed = deploy(hub, tmp_path, space="no-org")
+    assert unpushed.returncode == 2 and "run `python -m optimize push --repo-prefix showdown-org/demo` first" in unpushed.stderr
+    assert malformed.returncode == 2 and "--space must look like ORG/NAME, not 'no-org'" in malformed.stderr
+    assert "Traceback" not in unpushed.stderr + malformed.stderr and hub.repos == {}
+
+
+def test_the_workflow_is_a_thin_shell_over_the_module_and_installs_only_huggingface_hub(tmp_path):
+    workflow = yaml.safe_load((REPO_ROOT / ".github/workflows/deploy-space.yml").read_text())
+    assert workflow[True] == {"push": {"branches": ["main"]}, "workflow_dispatch": None}  # YAML reads `on` as True
+    steps = workflow["jobs"]["deploy"]["steps"]
+    runs = " ".join(step.get("run", "") for step in steps)
+    assert "python -m optimize deploy-space" in runs and "pip install -q \"$(grep -m1 '^huggingface_hub'" in runs
+    env = next(step["env"] for step in steps if "env" in step)
+    assert env == {"HF_TOKEN": "${{ secrets.HF_TOKEN }}", "HF_SPACE": "${{ vars.HF_SPACE }}",
+                   "SHOWDOWN_HUB_PREFIX": "${{ vars.SHOWDOWN_HUB_PREFIX }}"}
+    with FakeHub() as hub:  # what that runner has: huggingface_hub, nothing heavier imported
+        imported = hub.run_python("import sys\nimport optimize.deploy_space\nprint(sorted(m for m in "
+                                  "('torch', 'transformers', 'onnxruntime', 'gradio', 'numpy') if m in sys.modules))",
+                                  tmp_path)
+    assert imported.stdout.strip() == "[]", imported.stderr[-2000:]
+
+
+def requirement_lines(name: str) -> list[str]:
+    return [line for line in (REPO_ROOT / name).read_text().splitlines() if line and not line.startswith("#")]
+
+
+def test_gpu_requirements_are_the_cpu_ones_with_onnx_runtimes_cuda_builds():
+    cuda_builds = {"onnxruntime==": "onnxruntime-gpu==", "onnxruntime-genai==": "onnxruntime-genai-cuda=="}
+    swapped = [next((line.replace(cpu, gpu) for cpu, gpu in cuda_builds.items() if line.startswith(cpu)), line)
+               for line in requirement_lines("requirements.txt")]
+    assert requirement_lines("requirements-gpu.txt") == swapped
+    assert len(set(swapped) - set(requirement_lines("requirements.txt"))) == 2  # both CPU builds were there
