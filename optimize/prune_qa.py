@@ -27,6 +27,7 @@ log = logging.getLogger("optimize.prune_qa")
 class PruneConfig:
     heads_kept: int = 8  # per layer, of 12
     ffn_kept: int = 1024  # neurons per layer, of 1536
+    layers_dropped: int = 0  # whole encoder layers removed: those whose absence costs the least loss
     calibration_windows: int = 256
     batch_size: int = 16
     seed: int = 42
@@ -91,6 +92,30 @@ def prune(model, head_importance: torch.Tensor, ffn_importance: torch.Tensor, co
     return model
 
 
+def calibration_loss(model, sample: list[dict], pad_id: int, batch_size: int) -> float:
+    with torch.inference_mode():
+        return sum(float(model(**collate(sample[i:i + batch_size], pad_id)).loss)
+                   for i in range(0, len(sample), batch_size)) / max(1, len(sample) // batch_size)
+
+
+def drop_layers(model, features: list[dict], pad_id: int, config: PruneConfig):
+    """Remove the `layers_dropped` encoder layers whose absence raises the calibration loss least
+    (each scored alone: one forward pass over the calibration windows per layer)."""
+    if not config.layers_dropped:
+        return model
+    layers = model.bert.encoder.layer
+    sample = random.Random(config.seed).sample(features, min(config.calibration_windows, len(features)))
+    cost = []
+    for index in range(len(layers)):
+        model.bert.encoder.layer = nn.ModuleList(layer for j, layer in enumerate(layers) if j != index)
+        cost.append(calibration_loss(model, sample, pad_id, config.batch_size))
+    dropped = sorted(sorted(range(len(layers)), key=cost.__getitem__)[: config.layers_dropped])
+    log.info("calibration loss without each layer %s; dropping %s", [round(c, 3) for c in cost], dropped)
+    model.bert.encoder.layer = nn.ModuleList(layer for j, layer in enumerate(layers) if j not in dropped)
+    model.config.num_hidden_layers = len(model.bert.encoder.layer)
+    return model
+
+
 def distillation_loss(student_out, teacher_out, batch, temperature: float, alpha: float) -> torch.Tensor:
     """alpha × KL(teacher || student) on start and end logits at temperature T, (1 − alpha) × labels."""
     kl = nn.KLDivLoss(reduction="batchmean")
@@ -118,7 +143,7 @@ def load_baseline(path):
 def pruned_copy(baseline_dir, features, pad_id, config: PruneConfig):
     model = load_baseline(baseline_dir)
     head_importance, ffn_importance = importance(model, features, pad_id, config)
-    return prune(model, head_importance, ffn_importance, config)
+    return drop_layers(prune(model, head_importance, ffn_importance, config), features, pad_id, config)
 
 
 def run(baseline_dir, prune_config: PruneConfig, train_config, recovery: RecoveryConfig = RecoveryConfig()) -> dict:
@@ -142,8 +167,8 @@ def run(baseline_dir, prune_config: PruneConfig, train_config, recovery: Recover
     teacher = load_baseline(baseline_dir).eval()
     student = pruned_copy(baseline_dir, features, tokenizer.pad_token_id, prune_config)
     before = evaluate_model(student, tokenizer, validation_data, train_config.qa)["metrics"]["overall_f1"]
-    log.info("pruned to %d heads, %d FFN neurons per layer; validation F1 before recovery %.2f",
-             prune_config.heads_kept, prune_config.ffn_kept, before)
+    log.info("pruned to %d heads, %d FFN neurons per layer, %d layers dropped; validation F1 before recovery %.2f",
+             prune_config.heads_kept, prune_config.ffn_kept, prune_config.layers_dropped, before)
 
     def loss_fn(model, batch):
         with torch.inference_mode():
@@ -156,7 +181,8 @@ def run(baseline_dir, prune_config: PruneConfig, train_config, recovery: Recover
     fit(student, features, tokenizer.pad_token_id, train_config,
         validation_tracker(student, tokenizer, validation_data, train_config, history, best), loss_fn)
     extra = {"base_model": f"{baseline_dir} (pruned: {prune_config.heads_kept} heads, {prune_config.ffn_kept} FFN "
-                           f"neurons per layer; recovered by distillation, T={recovery.temperature}, alpha={recovery.alpha})",
+                           f"neurons per layer, {student.config.num_hidden_layers} layers; recovered by distillation, "
+                           f"T={recovery.temperature}, alpha={recovery.alpha})",
              "prune": prune_config.__dict__, "validation_f1_before_recovery": round(before, 2),
              "train_windows": len(features), "train_seconds": round(time.perf_counter() - started)}
     result = finish(train_config.output, tokenizer, train_config, best, history, articles, extra)

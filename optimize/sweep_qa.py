@@ -78,7 +78,9 @@ def recovered(candidates: list[Path], baseline_dir: Path = Path("weights/qa-mini
         missed = failures("qa", "torch", {**metrics, "reference_overall_f1": baseline["overall_f1"],
                                           "reference_forced_f1": baseline["forced_f1"]}) if prune_config else []
         rows.append({
-            "candidate": f"{prune_config['heads_kept']} heads / {prune_config['ffn_kept']} FFN" if prune_config else "baseline",
+            "candidate": (f"{prune_config['heads_kept']} heads / {prune_config['ffn_kept']} FFN"
+                          + (f" / {prune_config['layers_dropped']} layer(s) dropped" if prune_config.get("layers_dropped") else "")
+                          if prune_config else "baseline"),
             "recovery epochs": training["epochs"] if prune_config else "—",
             "encoder params (M)": round(sum(p.numel() for p in model.bert.encoder.parameters()) / 1e6, 2),
             "SQuAD 2.0 F1": metrics["overall_f1"], "HasAns / NoAns F1": f"{metrics['HasAns_f1']} / {metrics['NoAns_f1']}",

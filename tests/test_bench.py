@@ -35,3 +35,21 @@ def test_first_question_about_a_new_context_is_reported_beside_the_targets():
     assert bench.ratios["qa384_new_context_vs_pipeline_fp32"] == 7.5
     assert bench.ratios["qa384_vs_pipeline_fp32"] == 9.0  # the target row stays the cached one
     assert "| qa384_new_context_vs_pipeline_fp32 | 7.50x | (for reference) |" in markdown(bench)
+
+
+def test_a_qa_only_run_keeps_the_generation_rows_of_the_previous_run_and_says_when(tmp_path):
+    import json
+    from dataclasses import asdict
+
+    from optimize.bench import carry_other_tasks
+
+    previous = Bench(machine={}, config={}, results=results(), created="2026-01-01 10:00 UTC",
+                     memory={"bandwidth_gbs": 40.0, "f1": {"baseline": 1.0}})
+    (tmp_path / "bench.json").write_text(json.dumps(asdict(previous)))
+    now = Bench(machine={}, config={}, results=[r for r in results(qa_best_ms=20.0) if r.workload.startswith("QA")])
+    note = carry_other_tasks(now, ("qa",), tmp_path / "bench.json")
+    assert note == "generation rows carried from the run of 2026-01-01 10:00 UTC"
+    assert ratios(now.results)["qa384_vs_pipeline_fp32"] == 4.5  # QA from this run
+    assert ratios(now.results)["generation_vs_pytorch_fp32"] == 5.0  # generation carried whole
+    assert now.memory == {"bandwidth_gbs": 40.0}  # the QA F1s of the old run are not carried
+    assert carry_other_tasks(now, ("qa", "generation"), tmp_path / "bench.json") == ""

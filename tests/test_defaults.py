@@ -26,18 +26,36 @@ def repo_env(**extra) -> dict:
     return {**env, "PYTHONUNBUFFERED": "1", **extra}
 
 
-QA_BELOW_TARGET = pytest.mark.xfail(
-    strict=True, reason="known gap: the committed QA model scores test F1 50.5 / HasAns 37.8 (target 60 / 55) and "
-                        "its null score wins on the seed question: answerability AUC 0.60 on test, reports/qa-answerability.md")
+QA_PRUNED_WEIGHTS = REPO_ROOT / "weights" / "qa-minilm-squad2-pruned"
 
 
-@QA_BELOW_TARGET
-def test_committed_qa_model_card_reports_held_out_scores_that_meet_the_bar():
+def held_out(weights) -> dict:
+    return json.loads((weights / "training.json").read_text())["held_out"]
+
+
+@pytest.mark.xfail(strict=True, reason="known gap (issue 11's bar): the committed baseline scores forced-span F1 64.5 "
+                                       "(bar 66) and SQuAD 2.0 F1 46.4 (bar 55) on the test articles; its answerability "
+                                       "is the limit: reports/qa-answerability.md")
+def test_committed_qa_baseline_meets_the_bar_both_ways():
+    metrics = held_out(QA_WEIGHTS)
+    assert metrics["forced_f1"] >= 66 and metrics["overall_f1"] >= 55, metrics
+
+
+def test_committed_qa_models_are_measured_on_held_out_articles_both_ways():
     training = json.loads((QA_WEIGHTS / "training.json").read_text())
     assert not set(training["split"]["train"]) & set(training["split"]["test"])
-    assert training["test"]["overall_f1"] >= 60 and training["test"]["HasAns_f1"] >= 55
-    assert (QA_WEIGHTS / "model.safetensors").stat().st_size <= 50e6
-    assert "Held-out" in (QA_WEIGHTS / "README.md").read_text()
+    for weights in (QA_WEIGHTS, QA_PRUNED_WEIGHTS):
+        metrics = held_out(weights)
+        assert {"overall_f1", "HasAns_f1", "NoAns_f1", "forced_f1", "everyday_f1", "null_threshold"} <= set(metrics)
+        assert (weights / "model.safetensors").stat().st_size <= 50e6
+        assert "forced" in (weights / "README.md").read_text()
+
+
+def test_committed_pruned_qa_stays_within_three_points_of_baseline_both_ways():
+    """Abstaining cannot pass: SQuAD 2.0 F1 and forced-span F1 are both gated."""
+    baseline, pruned = held_out(QA_WEIGHTS), held_out(QA_PRUNED_WEIGHTS)
+    assert baseline["overall_f1"] - pruned["overall_f1"] <= 3.0, (baseline, pruned)
+    assert baseline["forced_f1"] - pruned["forced_f1"] <= 3.0, (baseline, pruned)
 
 
 BUILT = (("qa", "optimized"), ("qa", "pruned-optimized"),
