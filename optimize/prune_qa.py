@@ -111,8 +111,12 @@ def drop_layers(model, features: list[dict], pad_id: int, config: PruneConfig):
         cost.append(calibration_loss(model, sample, pad_id, config.batch_size))
     dropped = sorted(sorted(range(len(layers)), key=cost.__getitem__)[: config.layers_dropped])
     log.info("calibration loss without each layer %s; dropping %s", [round(c, 3) for c in cost], dropped)
-    model.bert.encoder.layer = nn.ModuleList(layer for j, layer in enumerate(layers) if j not in dropped)
-    model.config.num_hidden_layers = len(model.bert.encoder.layer)
+    kept = [j for j in range(len(layers)) if j not in dropped]
+    model.bert.encoder.layer = nn.ModuleList(layers[j] for j in kept)
+    model.config.num_hidden_layers = len(kept)
+    # the pruned-head record is keyed by layer index and replayed on load: renumber it
+    pruned_heads = {int(k): v for k, v in (model.config.pruned_heads or {}).items()}
+    model.config.pruned_heads = {new: pruned_heads[old] for new, old in enumerate(kept) if pruned_heads.get(old)}
     return model
 
 

@@ -49,6 +49,23 @@ def test_pruned_model_is_smaller_dense_and_reloads(tiny_qa_dir, tmp_path):
     assert np.corrcoef(torch_start.ravel(), onnx_start.ravel())[0, 1] > 0.95
 
 
+def test_encoder_layer_dropping_keeps_pruned_heads_and_reloads(tiny_qa_dir, tmp_path):
+    from optimize.prune_qa import drop_layers
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qa_dir)
+    model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir, attn_implementation="eager")
+    config = PruneConfig(heads_kept=2, ffn_kept=32, layers_dropped=1, calibration_windows=8, batch_size=4)
+    heads, neurons = importance(model, features(tokenizer), tokenizer.pad_token_id, config)
+    drop_layers(prune(model, heads, neurons, config), features(tokenizer), tokenizer.pad_token_id, config)
+    assert len(model.bert.encoder.layer) == model.config.num_hidden_layers == 1
+    assert set(model.config.pruned_heads) == {0}
+    model.save_pretrained(tmp_path)
+    reloaded = AutoModelForQuestionAnswering.from_pretrained(tmp_path).eval()
+    inputs = tokenizer("Who?", "The pig.", return_tensors="pt")
+    with torch.inference_mode():
+        np.testing.assert_allclose(reloaded(**inputs).start_logits, model.eval()(**inputs).start_logits, atol=1e-5)
+
+
 def test_decoder_pruning_drops_layers_and_neurons_and_still_generates(tiny_llama_dir, tmp_path):
     from transformers import AutoModelForCausalLM
 
