@@ -260,16 +260,32 @@ with the baseline and perplexity on held-out Wikipedia text.
 """
 
 
+# Queue and concurrency. Model work is serialized by the showdown (one model computes at a time,
+# timed inside its turn; the time a request waits for its turn is measured and shown apart), so
+# gradio's own per-event limit only decides where a request waits: up to CONCURRENCY requests per
+# event reach the showdown and wait there, measured; more wait in gradio's queue (the page shows
+# their place in line), and beyond QUEUE_SIZE a visitor is told the queue is full. A waiting
+# request holds a blocked worker thread and no CPU. With the old limit of 2 and no turn, two
+# models computed at once on 2 cores and each reported the other's work as its own.
+CONCURRENCY = 8
+QUEUE_SIZE = 64
+
+
+def serve(showdown: Showdown, **launch_kwargs) -> gr.Blocks:
+    """Build and launch the UI with the queue settings above: the app, its tests and the
+    scripts all serve it this one way."""
+    demo = build_ui(showdown)
+    demo.queue(default_concurrency_limit=CONCURRENCY, max_size=QUEUE_SIZE).launch(**launch_kwargs)
+    return demo
+
+
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stdout)
     showdown = Showdown.from_environment()
     if os.environ.get("SHOWDOWN_BUILD", "1") != "0":
         showdown.start_background_build()
-    demo = build_ui(showdown)
-    demo.queue(default_concurrency_limit=2).launch(
-        server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
-        server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-    )
+    serve(showdown, server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
+          server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
 
 
 if __name__ == "__main__":
