@@ -2,10 +2,12 @@
 with each, and building missing artifacts of the default presets in the background."""
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -151,21 +153,38 @@ class Showdown:
             self._calls += 1
         return variants[shift:] + variants[:shift]
 
+    @contextlib.contextmanager
+    def _turn(self) -> Iterator[float]:
+        """One model computes at a time, however many visitors: a model sharing 2 cores with
+        another request's model would report both computations as its own. Yields the
+        milliseconds this request waited for its turn, reported apart from its compute time."""
+        asked = time.perf_counter()
+        with self._run_lock:
+            yield 1e3 * (time.perf_counter() - asked)
+
     def answer(self, context: str, question: str, variant: str) -> dict:
-        """The `/qa` response. The forward runs on one long-lived thread rather than on whichever
-        worker thread the web server picked: a thread new to PyTorch builds its OpenMP team and
-        caches first (pruned QA at 384 tokens under load: 1,121 ms p50 on a fresh thread vs 43 ms
-        on the model thread, scripts/measure_inflation.py)."""
+        """The `/qa` response; `latency_ms.wait` (time queued behind other visitors) is not in `total`.
+
+        The forward runs on one long-lived thread rather than on whichever worker thread the web
+        server picked: a thread new to PyTorch builds its OpenMP team and caches first (pruned QA at
+        384 tokens under load: 1,121 ms p50 on a fresh thread vs 43 ms on the model thread,
+        scripts/measure_inflation.py)."""
         qa.validate(question, context)
         runner = self.runner("qa", variant)
-        with self._run_lock:  # one model at a time: timings are not shared with another request
-            return self._model_thread.submit(qa.answer, runner, question, context).result()
+        with self._turn() as wait_ms:
+            result = self._model_thread.submit(qa.answer, runner, question, context).result()
+        result["latency_ms"]["wait"] = wait_ms
+        return result
 
     def stream(self, prompt: str, variant: str, max_new_tokens: int) -> Iterator[generation.Update]:
+        """Generation updates; the last one's `latency_ms.wait` says how long it queued."""
         generation.validate(prompt, max_new_tokens)
         runner = self.runner("generation", variant)
-        with self._run_lock:
-            yield from generation.stream(runner, prompt, max_new_tokens)
+        with self._turn() as wait_ms:
+            for update in generation.stream(runner, prompt, max_new_tokens):
+                if update.done:
+                    update.result["latency_ms"]["wait"] = wait_ms
+                yield update
 
     def generate(self, prompt: str, variant: str, max_new_tokens: int) -> dict:
         *_, last = self.stream(prompt, variant, max_new_tokens)
