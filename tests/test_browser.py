@@ -1,13 +1,38 @@
-"""The UI in a real headless Chromium: type, click, read every column, see the chart."""
+"""The UI in a real headless Chromium: type, click, read every column, read the charts' pixels."""
 import shutil
 
 import pytest
+
+from app import VARIANT_COLORS
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed (apt-get install chromium)")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# Pixels of each variant's color on a plot's canvas (gradio draws plots with vega on a canvas).
+COUNT_COLORED_PIXELS = """([selector, colors]) => {
+  const canvas = document.querySelector(`${selector} canvas`);
+  if (!canvas) return null;
+  const { data } = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height);
+  const counts = {};
+  for (const [name, hex] of Object.entries(colors)) {
+    const rgb = [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
+    counts[name] = 0;
+    for (let i = 0; i < data.length; i += 4) {
+      if (data[i + 3] > 200 && rgb.every((c, k) => Math.abs(data[i + k] - c) <= 12)) counts[name] += 1;
+    }
+  }
+  return counts;
+}"""
+BAR_PIXELS = 400  # a bar, not a legend swatch
+
+
+def colored_pixels(page, selector: str, at_least: int) -> dict[str, int]:
+    """Per variant, once some variant has `at_least` pixels (vega draws after the data arrives)."""
+    drawn = f"(args) => {{ const c = ({COUNT_COLORED_PIXELS})(args); return c && Object.values(c).some((n) => n >= {at_least}); }}"
+    page.wait_for_function(drawn, arg=[selector, VARIANT_COLORS], timeout=30_000)
+    return page.evaluate(COUNT_COLORED_PIXELS, [selector, VARIANT_COLORS])
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +54,11 @@ def test_qa_tab_fills_every_ready_column_and_the_chart(page, tmp_path):
     assert stats.count() == 2  # baseline and optimized are ready in the tiny presets
     assert page.get_by_text("not built yet").count() == 0
     assert page.get_by_text("Unknown variant 'pruned'").count() == 1  # not in the tiny preset: said in its column
+    bars = colored_pixels(page, "#qa-bars", BAR_PIXELS)
+    assert bars["baseline"] >= BAR_PIXELS and bars["optimized"] >= BAR_PIXELS  # a bar per variant that answered
+    assert bars["pruned"] == bars["pruned-optimized"] == 0
+    markers = colored_pixels(page, "#qa-runs", 1)
+    assert markers["baseline"] > 0 and markers["optimized"] > 0  # one marker each after the first run
     page.screenshot(path=str(tmp_path / "qa.png"), full_page=True)
 
 
