@@ -32,6 +32,19 @@ def _read_json(path: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+class _OnModelThread:
+    """A runner whose `generate` runs on the showdown's model thread; everything else is the runner's."""
+
+    def __init__(self, runner: Runner, model_thread: ThreadPoolExecutor) -> None:
+        self._runner, self._model_thread = runner, model_thread
+
+    def __getattr__(self, name: str):
+        return getattr(self._runner, name)
+
+    def generate(self, *args, **kwargs):
+        return self._model_thread.submit(self._runner.generate, *args, **kwargs).result()
+
+
 @dataclass
 class Showdown:
     presets: dict[str, Preset]  # task -> preset
@@ -40,7 +53,7 @@ class Showdown:
     _failed: dict[tuple[str, str], str] = field(default_factory=dict)
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _run_lock: threading.Lock = field(default_factory=threading.Lock)
-    _model_thread: ThreadPoolExecutor = field(  # one long-lived thread runs every QA forward: see answer()
+    _model_thread: ThreadPoolExecutor = field(  # one long-lived thread runs every model: see answer()
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="showdown-model"))
     _calls: int = 0
     measure_builds: bool = True  # measure accuracy of what is built (needs the SQuAD data for QA)
@@ -177,9 +190,11 @@ class Showdown:
         return result
 
     def stream(self, prompt: str, variant: str, max_new_tokens: int) -> Iterator[generation.Update]:
-        """Generation updates; the last one's `latency_ms.wait` says how long it queued."""
+        """Generation updates; the last one's `latency_ms.wait` says how long it queued. The
+        decoding loop runs on the model thread too (generation.stream would start a new thread
+        for it on every call)."""
         generation.validate(prompt, max_new_tokens)
-        runner = self.runner("generation", variant)
+        runner = _OnModelThread(self.runner("generation", variant), self._model_thread)
         with self._turn() as wait_ms:
             for update in generation.stream(runner, prompt, max_new_tokens):
                 if update.done:
