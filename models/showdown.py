@@ -147,17 +147,17 @@ class Showdown:
             p = self.preset(task)
             spec = p.variant(variant)
             runner = load_runner(task, variant, spec.runtime, resolve(p, spec))
-            self._model_thread.submit(self._warm_up, runner).result()  # warm the thread that will run it
+            self._warm_up(runner)
             self._runners[key] = runner
             return runner
 
-    @staticmethod
-    def _warm_up(runner: Runner) -> None:
+    def _warm_up(self, runner: Runner) -> None:
+        """Twice, on the model thread that will run it."""
         for _ in range(2):
             if runner.task == "qa":
-                qa.answer(runner, "Who worked a little bit harder?", WARMUP_CONTEXT)
+                self._model_thread.submit(qa.answer, runner, "Who worked a little bit harder?", WARMUP_CONTEXT).result()
             else:
-                generation.generate(runner, "Hello!", 4)
+                generation.generate(_OnModelThread(runner, self._model_thread), "Hello!", 4)
 
     def run_order(self, variants: list[str]) -> list[str]:
         """Rotate the order on every call so that no variant always runs first (or last)."""
