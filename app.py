@@ -255,8 +255,10 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
             gr.Markdown("### Against what users would pick instead (`python -m optimize bench`)")
             with gr.Row():
                 with gr.Column():
+                    gr.Markdown("#### Committed (`reports/bench.md`)")
                     gr.Markdown(bench_markdown())
                 with gr.Column():
+                    gr.Markdown("#### Measured here")
                     measure_button = gr.Button("Measure on this machine", variant="secondary")
                     gr.Markdown("The quick bench (`python -m optimize bench --quick --no-app`), here and now: "
                                 "a few minutes, while the live columns' timings share the cores with it.")

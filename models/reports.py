@@ -148,7 +148,7 @@ def bench_markdown(directory: Path = REPORTS_DIR) -> str:
     if not path.exists():
         return "No benchmark yet: run `python -m optimize bench`."
     recorded = json.loads((directory / "bench.json").read_text()) if (directory / "bench.json").exists() else {}
-    label = f"**Measured on {machine_label(recorded.get('machine', {}), recorded.get('created', ''))}**\n\n"
+    label = f"**{machine_label(recorded.get('machine', {}), recorded.get('created', ''))}**\n\n"
     return label + path.read_text()
 
 
