@@ -12,7 +12,7 @@ RELEASE = threading.Event()  # the tiny measurement holds its result until the t
 
 
 @pytest.fixture(scope="module")
-def client(built_presets, tmp_path_factory):
+def client(built_presets):
     import socket
 
     from app import serve
