@@ -14,7 +14,7 @@ import pandas as pd
 
 from models.catalog import VARIANTS
 from models.errors import InputError, VariantUnavailable
-from models.reports import bench_markdown, load_report_table, report_chart
+from models.reports import MeasureHere, bench_markdown, load_report_table, report_chart
 from models.showdown import Showdown
 
 log = logging.getLogger("app")
@@ -33,12 +33,38 @@ GENERATION_EXAMPLES = [
     ["Give three tips for writing clear documentation."],
 ]
 CHART_COLUMNS = ["run", "variant", "latency_ms"]
+VARIANT_COLORS = {"baseline": "#e45756", "optimized": "#4c78a8", "pruned": "#f58518", "pruned-optimized": "#54a24b"}
+HISTORY_RUNS = 50  # the session chart keeps a visitor's last 50 runs
+WAIT_SHOWN_MS = 1.0  # taking a free turn costs microseconds; more means another request computed
 
 
 def _empty_history() -> pd.DataFrame:
-    """Typed from the start so the plot gets numeric axes (an untyped frame plots as categories)."""
     return pd.DataFrame({"run": pd.Series(dtype="int64"), "variant": pd.Series(dtype="str"),
                          "latency_ms": pd.Series(dtype="float64")})
+
+
+def _every_variant(frame: pd.DataFrame, run: str | int, latency_ms: float) -> pd.DataFrame:
+    """`frame` after a placeholder row per variant: gradio's plots fix their color domain when
+    they first draw and never update it, so a variant absent then is drawn in no color at all
+    (the session chart that stayed empty). Every frame a chart gets names every variant."""
+    rows = pd.DataFrame({"run": run, "variant": list(VARIANTS), "latency_ms": latency_ms})
+    return pd.concat([rows.astype(frame.dtypes.to_dict()), frame], ignore_index=True)
+
+
+def _latest_run(history: pd.DataFrame) -> pd.DataFrame:
+    """The bars: the last run, one bar per variant in the catalog's order (a plot keeps its rows'
+    order: gradio's `sort` list breaks its front end). A variant that did not answer gets a bar of
+    0 ms, which also starts the axis at 0 (`y_lim` does not reach the front end's scale)."""
+    run = int(history["run"].max()) if len(history) else 1
+    latest = _every_variant(history[history["run"] == run], run, 0.0).drop_duplicates("variant", keep="last")
+    return latest.sort_values("variant", key=lambda names: names.map(list(VARIANTS).index))
+
+
+def _history_points(history: pd.DataFrame) -> pd.DataFrame:
+    """The session's runs as markers. Runs are labels ("1", "2", …), in the rows' order: a
+    numeric axis over one or two runs ticks at 1.00, 1.20, …"""
+    points = history.assign(run=history["run"].astype(str))
+    return _every_variant(points, points["run"].iloc[0] if len(points) else "1", float("nan"))
 
 
 def _ms(value: float) -> str:
@@ -74,6 +100,8 @@ def _stats(status: dict, result: dict, baseline_ms: float | None, task: str) -> 
         f"**{_ms(latency['total'])}** total · {speedup}",
         f"tokenize {_ms(latency['tokenize'])} · model {_ms(latency['model'])} · post {_ms(latency['post'])}",
     ]
+    if latency.get("wait", 0) > WAIT_SHOWN_MS:  # queued behind another request: not in the total
+        lines.insert(1, f"⏳ waited {latency['wait']:,.0f} ms for another visitor")
     if task == "generation":
         lines.append(f"first token {_ms(result['ttft_ms'])} · **{result['tokens_per_s']:.1f} tokens/s** "
                      f"({result['new_tokens']} tokens)")
@@ -113,8 +141,9 @@ def _ready(showdown: Showdown, task: str) -> list[str]:
     return [s["variant"] for s in showdown.variants() if s["task"] == task and s["status"] == "ready"]
 
 
-def _variant_columns(label: str, lines: int, chart_title: str):
-    """One column per variant (output + stats), and this session's latency chart below them."""
+def _variant_columns(task: str, label: str, lines: int, task_title: str):
+    """One column per variant (output + stats), then this run's latency as bars and the
+    session's runs as markers, each variant in the same color in both."""
     outputs, stats = [], []
     with gr.Row(equal_height=True):
         for variant in VARIANTS:
@@ -123,9 +152,13 @@ def _variant_columns(label: str, lines: int, chart_title: str):
                 outputs.append(gr.Textbox(label=label, lines=lines, interactive=False))
                 stats.append(gr.Markdown())
     history = gr.State(_empty_history())
-    chart = gr.LinePlot(_empty_history(), x="run", y="latency_ms", color="variant",
-                        title=chart_title, height=260)
-    return outputs, stats, history, chart
+    common = dict(y="latency_ms", color="variant", color_map=VARIANT_COLORS, y_title="ms (lower is better)", height=260)
+    with gr.Row():
+        bars = gr.BarPlot(_latest_run(_empty_history()), x="variant", x_title="variant", elem_id=f"{task}-bars",
+                          title=f"This run: {task_title} latency per variant", **common)
+        points = gr.ScatterPlot(_history_points(_empty_history()), x="run", x_title="run", elem_id=f"{task}-runs",
+                                title=f"This session: {task_title} latency per run", **common)
+    return outputs, stats, history, [bars, points]
 
 
 def _check(validate, *args, selected: list[str]) -> list[str]:
@@ -139,8 +172,9 @@ def _check(validate, *args, selected: list[str]) -> list[str]:
     return [v for v in VARIANTS if v in selected]
 
 
-def _record(showdown: Showdown, task: str, results: dict, stats: dict, history: pd.DataFrame) -> pd.DataFrame:
-    """Fill each column's stats (speedup against this run's baseline) and extend the session chart."""
+def _record(showdown: Showdown, task: str, results: dict, stats: dict, history: pd.DataFrame) -> list:
+    """Fill each column's stats (speedup against this run's baseline) and extend the session's
+    history; returns the history and both charts' values."""
     baseline_ms = results["baseline"]["latency_ms"]["total"] if "baseline" in results else None
     run = int(history["run"].max()) + 1 if len(history) else 1
     rows = []
@@ -148,10 +182,26 @@ def _record(showdown: Showdown, task: str, results: dict, stats: dict, history: 
         stats[variant] = _stats(showdown.variant_status(task, variant), result, baseline_ms, task)
         rows.append({"run": run, "variant": variant, "latency_ms": result["latency_ms"]["total"]})
     history = pd.concat([history, pd.DataFrame(rows, columns=CHART_COLUMNS)], ignore_index=True)
-    return history.astype({"run": int, "variant": str, "latency_ms": float})  # numeric axes, not categories
+    history = history[history["run"] > run - HISTORY_RUNS].astype({"run": int, "variant": str, "latency_ms": float})
+    return [history, _latest_run(history), _history_points(history)]
 
 
-def build_ui(showdown: Showdown) -> gr.Blocks:
+def measure_here_events(measurer: MeasureHere):
+    """The button's handler: start the quick bench and follow its progress, or say that one is
+    running already (one at a time: two would time each other)."""
+    def measure_on_this_machine():
+        if not measurer.start():
+            yield f"A measurement is already running on this machine; one runs at a time.\n\n{measurer.status()}"
+            return
+        while measurer.running:
+            yield measurer.status()
+            measurer.wait(timeout_s=2.0)
+        yield measurer.status()
+    return measure_on_this_machine
+
+
+def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Blocks:
+    measurer = measurer or MeasureHere()
     statuses = {(s["task"], s["variant"]): s for s in showdown.variants()}
 
     def compare_qa(context: str, question: str, selected: list[str], allow_no_answer: bool, history: pd.DataFrame):
@@ -164,13 +214,13 @@ def build_ui(showdown: Showdown) -> gr.Blocks:
                 answers[variant] = _qa_answer_text(results[variant])
             except USER_ERRORS as error:
                 answers[variant], stats[variant] = "", f"⚠️ {error}"
-        history = _record(showdown, "qa", results, stats, history)
-        return [*answers.values(), *stats.values(), history, history]
+        return [*answers.values(), *stats.values(), *_record(showdown, "qa", results, stats, history)]
 
     def compare_generation(prompt: str, max_new_tokens: int, selected: list[str], history: pd.DataFrame):
         from models.generation import validate
         chosen = _check(validate, prompt, max_new_tokens, selected=selected)
         texts, stats, results = {v: gr.update() for v in VARIANTS}, {v: gr.update() for v in VARIANTS}, {}
+        unchanged = [gr.skip()] * 3
         for variant in showdown.run_order(chosen):
             texts[variant], stats[variant] = "", "generating…"
             try:
@@ -178,11 +228,10 @@ def build_ui(showdown: Showdown) -> gr.Blocks:
                     texts[variant] = update.text
                     if update.done:
                         results[variant] = update.result
-                    yield [*texts.values(), *stats.values(), history, history]
+                    yield [*texts.values(), *stats.values(), *unchanged]  # not the charts on every token
             except USER_ERRORS as error:
                 stats[variant] = f"⚠️ {error}"
-        history = _record(showdown, "generation", results, stats, history)
-        yield [*texts.values(), *stats.values(), history, history]
+        yield [*texts.values(), *stats.values(), *_record(showdown, "generation", results, stats, history)]
 
     with gr.Blocks(title="Inference Showdown") as demo:
         gr.Markdown("# Inference Showdown\nOne input; the **baseline**, **optimized**, **pruned** and "
@@ -205,10 +254,9 @@ def build_ui(showdown: Showdown) -> gr.Blocks:
                              "the model's null score wins.")
                     qa_button = gr.Button("Answer with every variant", variant="primary")
             gr.Examples(QA_EXAMPLES, inputs=[context, question, allow_no_answer])
-            qa_answers, qa_stats, qa_history, qa_chart = _variant_columns(
-                "Answer", 1, "This session's QA latency per variant (ms, lower is better)")
+            qa_answers, qa_stats, qa_history, qa_charts = _variant_columns("qa", "Answer", 1, "QA")
             qa_button.click(compare_qa, [context, question, qa_selected, allow_no_answer, qa_history],
-                            [*qa_answers, *qa_stats, qa_history, qa_chart], api_visibility="private")
+                            [*qa_answers, *qa_stats, qa_history, *qa_charts], api_visibility="private")
 
         with gr.Tab("Text generation"):
             with gr.Row():
@@ -218,10 +266,9 @@ def build_ui(showdown: Showdown) -> gr.Blocks:
                     gen_selected = gr.CheckboxGroup(list(VARIANTS), value=list(VARIANTS), label="Variants")
                     gen_button = gr.Button("Generate with every variant", variant="primary")
             gr.Examples(GENERATION_EXAMPLES, inputs=[prompt])
-            gen_texts, gen_stats, gen_history, gen_chart = _variant_columns(
-                "Text", 6, "This session's generation latency per variant (ms, lower is better)")
+            gen_texts, gen_stats, gen_history, gen_charts = _variant_columns("generation", "Text", 6, "generation")
             gen_button.click(compare_generation, [prompt, max_new_tokens, gen_selected, gen_history],
-                             [*gen_texts, *gen_stats, gen_history, gen_chart], api_visibility="private")
+                             [*gen_texts, *gen_stats, gen_history, *gen_charts], api_visibility="private")
 
         with gr.Tab("Benchmarks"):
             gr.Markdown("Measured by `python -m optimize report` on the machine named in each table: "
@@ -233,8 +280,19 @@ def build_ui(showdown: Showdown) -> gr.Blocks:
                 chart = report_chart(task)
                 if chart:
                     gr.Image(chart, show_label=False, height=320)
-            with gr.Accordion("Against what users would pick instead (python -m optimize bench)", open=True):
-                gr.Markdown(bench_markdown())
+            gr.Markdown("### Against what users would pick instead (`python -m optimize bench`)")
+            with gr.Row():
+                with gr.Column():
+                    gr.Markdown("#### Committed (`reports/bench.md`)")
+                    gr.Markdown(bench_markdown())
+                with gr.Column():
+                    gr.Markdown("#### Measured here")
+                    measure_button = gr.Button("Measure on this machine", variant="secondary")
+                    gr.Markdown("The quick bench (`python -m optimize bench --quick --no-app`), here and now: "
+                                "a few minutes, while the live columns' timings share the cores with it.")
+                    measured = gr.Markdown(measurer.status(), elem_id="measured-here")
+            measure_button.click(measure_here_events(measurer), None, measured, api_name="measure_here",
+                                 concurrency_limit=None)
 
         with gr.Tab("About"):
             gr.Markdown(ABOUT)
@@ -299,16 +357,32 @@ with the baseline and perplexity on held-out Wikipedia text.
 """
 
 
+# Queue and concurrency. Model work is serialized by the showdown (one model computes at a time,
+# timed inside its turn; the time a request waits for its turn is measured and shown apart), so
+# gradio's own per-event limit only decides where a request waits: up to CONCURRENCY requests per
+# event reach the showdown and wait there, measured; more wait in gradio's queue (the page shows
+# their place in line), and beyond QUEUE_SIZE a visitor is told the queue is full. A waiting
+# request holds a blocked worker thread and no CPU. With the old limit of 2 and no turn, two
+# models computed at once on 2 cores and each reported the other's work as its own.
+CONCURRENCY = 8
+QUEUE_SIZE = 64
+
+
+def serve(showdown: Showdown, measurer: MeasureHere | None = None, **launch_kwargs) -> gr.Blocks:
+    """Build and launch the UI with the queue settings above: the app, its tests and the
+    scripts all serve it this one way."""
+    demo = build_ui(showdown, measurer)
+    demo.queue(default_concurrency_limit=CONCURRENCY, max_size=QUEUE_SIZE).launch(**launch_kwargs)
+    return demo
+
+
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stdout)
     showdown = Showdown.from_environment()
     if os.environ.get("SHOWDOWN_BUILD", "1") != "0":
         showdown.start_background_build()
-    demo = build_ui(showdown)
-    demo.queue(default_concurrency_limit=2).launch(
-        server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
-        server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-    )
+    serve(showdown, server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
+          server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
 
 
 if __name__ == "__main__":

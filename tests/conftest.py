@@ -70,13 +70,13 @@ def requires_squad():
 @pytest.fixture(scope="module")
 def app_url(built_presets):
     """The real Gradio app (app.build_ui) served on a free loopback port, on the tiny presets."""
-    from app import build_ui
+    from app import serve
     from models.showdown import Showdown
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    demo = build_ui(Showdown(presets=dict(built_presets)))
-    demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    demo = serve(Showdown(presets=dict(built_presets)), server_name="127.0.0.1", server_port=port,
+                 prevent_thread_lock=True, quiet=True)
     yield f"http://127.0.0.1:{port}/"
     demo.close()

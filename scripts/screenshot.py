@@ -1,0 +1,90 @@
+"""docs/screenshot.png, made from the real app so that it stays true when the UI changes: start
+`python app.py` (no background builds: run it after the builds), wait until /variants says every
+QA variant is ready, click "Answer with every variant" in headless Chromium, wait until every
+column shows its timing and the bars are drawn, save the page.
+
+    python scripts/screenshot.py                      # starts the app on a free port
+    python scripts/screenshot.py --url http://127.0.0.1:7860/   # an app already running
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def ready_qa_variants(url: str, server: subprocess.Popen | None, timeout_s: float) -> list[str]:
+    """Poll /variants until the app answers and no QA variant is building; the ready ones."""
+    from gradio_client import Client
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            statuses = Client(url, verbose=False, download_files=False).predict(api_name="/variants")
+            qa = [s for s in statuses if s["task"] == "qa"]
+            if qa and all(s["status"] != "building" for s in qa):
+                return [s["variant"] for s in qa if s["status"] == "ready"]
+        except Exception:  # noqa: BLE001 - not listening yet
+            pass
+        if (server and server.poll() is not None) or time.monotonic() > deadline:
+            raise SystemExit(f"the app at {url} did not become ready in {timeout_s:.0f} s")
+        time.sleep(1.0)
+
+
+def shoot(url: str, ready: list[str], output: Path, chromium: str) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
+        page.goto(url)
+        page.get_by_role("button", name="Answer with every variant").click()
+        # every ready column's stats and both charts arrive in one response; then one frame for vega to draw
+        page.wait_for_function("n => document.body.innerText.split('vs baseline').length - 1 >= n",
+                               arg=len(ready), timeout=120_000)
+        page.wait_for_function("() => new Promise((done) => requestAnimationFrame(() => done(true)))")
+        output.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(output), full_page=True)
+        browser.close()
+    print(f"{output}: {len(ready)} ready QA variant(s): {', '.join(ready)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", help="an app already running (default: start python app.py)")
+    parser.add_argument("--output", type=Path, default=REPO_ROOT / "docs" / "screenshot.png")
+    parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for the app")
+    args = parser.parse_args()
+    server = None
+    url = args.url
+    if not url:
+        port = _free_port()
+        env = {**os.environ, "SHOWDOWN_BUILD": "0", "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port)}
+        server = subprocess.Popen([sys.executable, "app.py"], cwd=REPO_ROOT, env=env)
+        url = f"http://127.0.0.1:{port}/"
+    try:
+        shoot(url, ready_qa_variants(url, server, args.timeout), args.output, args.chromium)
+    finally:
+        if server:
+            server.terminate()
+            server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()

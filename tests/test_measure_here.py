@@ -1,0 +1,59 @@
+"""The Benchmarks tab's "Measure on this machine", through the served app on the tiny presets:
+progress while it runs, a second request refused, then the result labelled with machine and date."""
+import threading
+import time
+
+import pytest
+from gradio_client import Client
+
+from models.reports import MeasureHere, machine_label
+
+RELEASE = threading.Event()  # the tiny measurement holds its result until the test has asked twice
+
+
+@pytest.fixture(scope="module")
+def client(built_presets):
+    import socket
+
+    from app import serve
+    from models.showdown import Showdown
+    from optimize.report import ReportConfig, measure_task
+
+    showdown = Showdown(presets=dict(built_presets))
+
+    def tiny_bench(progress) -> str:
+        progress("timing tiny-qa")
+        report = measure_task(showdown, "qa", ReportConfig(qa_tokens=64, qa_rounds=3, warmup=1))
+        progress("timed; finishing")
+        RELEASE.wait(timeout=120)
+        return f"**{machine_label(report.machine, report.created)}**\n\n{report.markdown()}"
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    demo = serve(showdown, MeasureHere(measure=tiny_bench), server_name="127.0.0.1", server_port=port,
+                 prevent_thread_lock=True, quiet=True)
+    yield Client(f"http://127.0.0.1:{port}/", verbose=False, download_files=False)
+    demo.close()
+
+
+def _until(condition, deadline_s: float = 120.0):
+    deadline = time.monotonic() + deadline_s
+    while not (value := condition()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)  # polling a condition with a deadline, not waiting for a guess
+    return value
+
+
+def test_measure_on_this_machine_shows_progress_refuses_a_second_run_then_a_labelled_result(client):
+    first = client.submit(api_name="/measure_here")
+    _until(lambda: any("timed; finishing" in output for output in first.outputs()))
+    assert any(output.startswith("⏳ Measuring on this machine") for output in first.outputs())
+
+    second = client.predict(api_name="/measure_here")
+    assert "already running" in second
+
+    RELEASE.set()
+    result = first.result(timeout=120)
+    assert result.startswith("**") and " cores, " in result and "; measured 20" in result  # machine and date
+    assert "| baseline |" in result and "| optimized |" in result  # the tiny presets' own rows
