@@ -15,7 +15,7 @@ from models.catalog import REPO_ROOT, VARIANTS, Preset, Task, default_preset, pr
 from models.errors import InputError, VariantUnavailable
 from models.runners import Runner, load_runner
 from models.sources import resolve
-from optimize.manifest import size_bytes
+from models.manifest import size_bytes
 
 log = logging.getLogger("showdown")
 WARMUP_CONTEXT = ("The first little pig was very lazy. He didn't want to work at all and he built his house out of "

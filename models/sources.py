@@ -74,7 +74,7 @@ def converted_gguf(gguf: Path, target: Path) -> Path:
         return target
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from optimize.manifest import atomic_dir, write_manifest
+    from models.manifest import atomic_dir, write_manifest
 
     with atomic_dir(target) as staging:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)

@@ -20,7 +20,7 @@ from models.runners import ONNX_FILE, providers
 from models.sources import resolve
 from optimize.cpu import has_vnni
 from optimize.gates import GateFailed, check, failures
-from optimize.manifest import atomic_dir, read_manifest, size_bytes, write_manifest
+from models.manifest import atomic_dir, read_manifest, size_bytes, write_manifest
 
 log = logging.getLogger("optimize.build")
 Progress = Callable[[str], None]
@@ -228,7 +228,7 @@ def graph_latency_ms(graphs: dict[str, Path], tokens: int = 384, rounds: int = 3
     import onnxruntime
 
     from models.runners import session_options
-    from optimize.report import percentile, timed_rounds
+    from models.timing import percentile, timed_rounds
 
     sessions = {name: onnxruntime.InferenceSession(str(path), session_options(), providers=["CPUExecutionProvider"])
                 for name, path in graphs.items()}

@@ -1,5 +1,7 @@
-"""Every stage writes its output atomically with a manifest.json: source, steps, library
-versions, file sizes and sha256, metrics. A stage whose manifest matches its inputs is skipped."""
+"""The contract between the offline build and the runtime: every built artifact is written
+atomically with a manifest.json (source, steps, library versions, file sizes and sha256,
+metrics). The build skips a stage whose manifest matches its inputs; the runtime checks the
+files against it before loading."""
 from __future__ import annotations
 
 import contextlib
