@@ -9,10 +9,14 @@ import hashlib
 import importlib.metadata
 import json
 import platform
+import os
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from models.catalog import artifacts_root
 
 LIBRARIES = ("torch", "transformers", "optimum", "optimum-onnx", "onnxruntime", "onnx")
 
@@ -54,6 +58,86 @@ def write_manifest(directory: Path, source: str, steps: list[str], metrics: dict
 def read_manifest(directory: Path) -> dict | None:
     path = Path(directory) / "manifest.json"
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def verify(directory: Path) -> list[str]:
+    """What is wrong with a directory's files against its manifest: empty when every file is there
+    with its size and sha256, or when there is no manifest to check against (committed weights)."""
+    try:
+        manifest = read_manifest(directory)
+    except (OSError, ValueError) as error:
+        return [f"manifest.json cannot be read ({type(error).__name__})"]
+    problems = []
+    for name, expected in (manifest or {}).get("files", {}).items():
+        path = Path(directory) / name
+        if not path.is_file():
+            problems.append(f"{name} is missing")
+        elif (size := path.stat().st_size) != expected["bytes"]:
+            problems.append(f"{name} has {size:,} bytes, the manifest says {expected['bytes']:,}")
+        elif cached_sha256(path) != expected["sha256"]:
+            problems.append(f"{name} does not match its sha256 in the manifest")
+    return problems
+
+
+HASH_CACHE = ".sha256-cache.json"  # in the artifacts root: {path: [bytes, mtime_ns, sha256]}
+_hash_lock = threading.Lock()
+_hashes: dict[Path, dict[str, list]] = {}  # per cache file, read once per process
+
+
+def cached_sha256(path: Path) -> str:
+    """sha256 of a file, remembered by (path, size, mtime): a start with unchanged artifacts only
+    stats them instead of reading ~2 GB (several seconds on 2 shared cores)."""
+    stat, key, cache_file = path.stat(), str(Path(path).resolve()), artifacts_root() / HASH_CACHE
+    signature = [stat.st_size, stat.st_mtime_ns]
+    with _hash_lock:
+        if cache_file not in _hashes:
+            try:
+                _hashes[cache_file] = json.loads(cache_file.read_text())
+            except (OSError, ValueError):
+                _hashes[cache_file] = {}
+        known = _hashes[cache_file].get(key)
+    if known and known[:2] == signature:
+        return known[2]
+    digest = sha256(path)
+    with _hash_lock:
+        _hashes[cache_file][key] = [*signature, digest]
+        with contextlib.suppress(OSError):  # a read-only artifacts folder only costs the cache
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            partial = cache_file.with_name(f"{HASH_CACHE}.{os.getpid()}")
+            partial.write_text(json.dumps(_hashes[cache_file]))
+            partial.replace(cache_file)
+    return digest
+
+
+def recipe_text(recipe: dict) -> str:
+    """A build recipe (optimize.build.OnnxRecipe as the manifest stores it) in a few words."""
+    if not recipe.get("quantize"):
+        return "fp32"
+    bits = recipe.get("weight_only_bits")
+    text = f"weight-only INT{bits} (block {recipe.get('block_size')})" if bits else (
+        "dynamic INT8" + (" per channel" if recipe.get("per_channel") else ""))
+    if recipe.get("keep_fp32"):
+        text += f", fp32 {' + '.join(recipe['keep_fp32'])}"
+    if recipe.get("fp32_attention_share"):
+        text += f", fp32 attention in the {recipe['fp32_attention_share']:.0%} most sensitive layers"
+    if recipe.get("smooth_alpha"):
+        text += ", SmoothQuant"
+    return text
+
+
+def rejected_recipes(manifest: dict) -> list[str]:
+    """Each faster recipe the build tried and did not publish, with the gate it missed."""
+    out = []
+    for rejected in manifest.get("metrics", {}).get("rejected_recipes", []):
+        # manifests written before `gates_missed` keep the whole message: its advice is cut
+        missed = rejected.get("gates_missed") or [rejected.get("missed", "").split(". Try ", 1)[0]]
+        out.append(f"rejected {recipe_text(rejected.get('recipe', {}))}: {'; '.join(missed)}")
+    return out
+
+
+def built_steps(manifest: dict) -> str:
+    """What was actually built, in one line: the steps, then the rejected recipes."""
+    return "; ".join([" → ".join(manifest.get("steps", [])), *rejected_recipes(manifest)])
 
 
 def size_bytes(directory: Path, suffixes: tuple[str, ...] = (".safetensors", ".onnx", ".onnx_data", ".data", ".bin")) -> int:
