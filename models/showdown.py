@@ -97,7 +97,9 @@ class Showdown:
 
     def _fix(self, task: Task, variant: str) -> str:
         spec = self.preset(task).variant(variant)
-        return f"rebuild it: `{spec.how_to_build}`" if spec.how_to_build else "fetch it again"
+        if spec.source.kind == "hub":
+            return f"download it again: `hf download {spec.source.location} --force-download`"
+        return f"rebuild it: `{spec.how_to_build}`" if spec.how_to_build else f"replace {spec.source.location}"
 
     def _corrupt(self, task: Task, variant: str, path: Path) -> str | None:
         """What is wrong with the variant's files against its manifest, and the fix; None if nothing."""
