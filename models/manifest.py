@@ -87,26 +87,56 @@ _hashes: dict[Path, dict[str, list]] = {}  # per cache file, read once per proce
 def cached_sha256(path: Path) -> str:
     """sha256 of a file, remembered by (path, size, mtime): a start with unchanged artifacts only
     stats them instead of reading ~2 GB (several seconds on 2 shared cores)."""
-    stat, key, cache_file = path.stat(), str(Path(path).resolve()), artifacts_root() / HASH_CACHE
-    signature = [stat.st_size, stat.st_mtime_ns]
+    key, signature = _signature(path)
     with _hash_lock:
-        if cache_file not in _hashes:
-            try:
-                _hashes[cache_file] = json.loads(cache_file.read_text())
-            except (OSError, ValueError):
-                _hashes[cache_file] = {}
-        known = _hashes[cache_file].get(key)
+        known = _cache().get(key)
     if known and known[:2] == signature:
         return known[2]
     digest = sha256(path)
+    _remember({key: [*signature, digest]})
+    return digest
+
+
+def remember_manifest(directory: Path) -> None:
+    """A manifest just written from these very files: its hashes go to the cache, so the first
+    check after a build does not read the files again."""
+    entries = {}
+    for name, expected in (read_manifest(directory) or {}).get("files", {}).items():
+        if (Path(directory) / name).is_file():
+            key, signature = _signature(Path(directory) / name)
+            if signature[0] == expected["bytes"]:
+                entries[key] = [*signature, expected["sha256"]]
+    _remember(entries)
+
+
+def _signature(path: Path) -> tuple[str, list[int]]:
+    stat = path.stat()
+    return str(Path(path).resolve()), [stat.st_size, stat.st_mtime_ns]
+
+
+def _cache() -> dict[str, list]:
+    """The cache of the current artifacts root, read once per process (call with the lock held)."""
+    cache_file = artifacts_root() / HASH_CACHE
+    if cache_file not in _hashes:
+        try:
+            _hashes[cache_file] = json.loads(cache_file.read_text())
+        except (OSError, ValueError):
+            _hashes[cache_file] = {}
+    return _hashes[cache_file]
+
+
+def _remember(entries: dict[str, list]) -> None:
+    if not entries:
+        return
+    cache_file = artifacts_root() / HASH_CACHE
     with _hash_lock:
-        _hashes[cache_file][key] = [*signature, digest]
+        cache = _cache()
+        cache.update(entries)
         with contextlib.suppress(OSError):  # a read-only artifacts folder only costs the cache
             cache_file.parent.mkdir(parents=True, exist_ok=True)
             partial = cache_file.with_name(f"{HASH_CACHE}.{os.getpid()}")
-            partial.write_text(json.dumps(_hashes[cache_file]))
+            partial.write_text(json.dumps(cache))
             partial.replace(cache_file)
-    return digest
 
 
 def recipe_text(recipe: dict) -> str:
@@ -159,3 +189,4 @@ def atomic_dir(target: Path) -> Iterator[Path]:
         raise
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
+    remember_manifest(target)
