@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import threading
 from collections.abc import Callable, Iterator
 
 from tqdm.auto import tqdm
@@ -20,11 +21,27 @@ BAR_FORMAT = "{desc} |{bar:12}| {elapsed}"
 @contextlib.contextmanager
 def stage(progress: Callable[[str], None], message: str) -> Iterator[None]:
     """One build stage: its message goes to `progress` (the app's status panel, or the log) and a
-    tqdm bar in the terminal fills, with the stage's time, when the stage is done."""
+    tqdm bar in the terminal fills, with the stage's time, when the stage is done. On a terminal
+    the time ticks meanwhile (an export or an evaluation of the defaults takes minutes); in a log
+    file the bar is written when the stage starts and when it ends, not every second."""
     progress(message)
     with tqdm(total=1, desc=message, bar_format=BAR_FORMAT, leave=True) as bar:
-        yield
-        bar.update(1)
+        done = threading.Event()
+        ticker = threading.Thread(target=_tick, args=(bar, done), daemon=True)
+        if getattr(bar.fp, "isatty", lambda: False)():
+            ticker.start()
+        try:
+            yield
+            bar.update(1)
+        finally:
+            done.set()
+            if ticker.is_alive():
+                ticker.join()
+
+
+def _tick(bar: tqdm, done: threading.Event) -> None:
+    while not done.wait(1.0):
+        bar.refresh()
 
 
 def _not_quantizer_chatter(record: logging.LogRecord) -> bool:
