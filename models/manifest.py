@@ -159,8 +159,9 @@ def rejected_recipes(manifest: dict) -> list[str]:
     """Each faster recipe the build tried and did not publish, with the gate it missed."""
     out = []
     for rejected in manifest.get("metrics", {}).get("rejected_recipes", []):
-        # manifests written before `gates_missed` keep the whole message: its advice is cut
-        missed = rejected.get("gates_missed") or [rejected.get("missed", "").split(". Try ", 1)[0]]
+        # manifests written before `gates_missed` hold GateFailed's whole message: the gates are its middle
+        missed = rejected.get("gates_missed") or [
+            rejected.get("missed", "").split("accuracy gate: ", 1)[-1].split(". Try ", 1)[0]]
         out.append(f"rejected {recipe_text(rejected.get('recipe', {}))}: {'; '.join(missed)}")
     return out
 

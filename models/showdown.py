@@ -17,10 +17,10 @@ from pathlib import Path
 from models import generation, qa
 from models.catalog import REPO_ROOT, VARIANTS, Preset, Task, default_preset, preset, pushed_preset
 from models.errors import InputError, VariantUnavailable
-from models.runners import Runner, load_runner
-from models.sources import resolve
 from models.manifest import built_steps, read_manifest, rejected_recipes, size_bytes, verify
 from models.reports import accuracy_text
+from models.runners import Runner, load_runner
+from models.sources import resolve
 
 log = logging.getLogger("showdown")
 WARMUP_CONTEXT = ("The first little pig was very lazy. He didn't want to work at all and he built his house out of "
@@ -127,8 +127,8 @@ class Showdown:
         fault = (self._corrupt(task, variant, path) or load_failed) if path is not None else None
         if building:
             status, detail = "building", building
-        elif fault:
-            status, detail = "unavailable", fault
+        elif fault:  # and why its rebuild failed, if it did
+            status, detail = "unavailable", "; ".join(filter(None, [fault, failed]))
         elif path is not None:
             status, detail = "ready", self._built(task, variant, path)
         elif failed:
@@ -181,10 +181,10 @@ class Showdown:
                 runner = load_runner(task, variant, spec.runtime, path)
                 self._warm_up(runner)
             except Exception as error:  # a model that does not load or run is unavailable, not a crash
-                reason = str(error) if isinstance(error, VariantUnavailable) else f"it fails to run ({type(error).__name__}: {error})"
+                expected = isinstance(error, VariantUnavailable)  # load_runner's: the reason is in the message
+                reason = str(error) if expected else f"it fails to run ({type(error).__name__}: {error})"
                 self._load_failed[key] = f"{reason}; {self._fix(task, variant)}"
-                log.warning("%s/%s is unavailable: %s", task, variant, self._load_failed[key],
-                            exc_info=not isinstance(error, VariantUnavailable))
+                log.warning("%s/%s is unavailable: %s", task, variant, self._load_failed[key], exc_info=not expected)
                 raise VariantUnavailable(f"{variant} is unavailable: {self._load_failed[key]}") from error
             self._load_failed.pop(key, None)
             self._runners[key] = runner

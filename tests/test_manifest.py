@@ -4,7 +4,7 @@ import os
 import shutil
 
 from models import manifest
-from models.manifest import verify
+from models.manifest import built_steps, verify
 
 
 def test_hashes_are_read_once_per_path_size_and_mtime(built_presets, tmp_path, monkeypatch):
@@ -27,3 +27,14 @@ def test_a_fresh_build_seeds_the_cache(built_presets, monkeypatch):
 
     monkeypatch.setattr(manifest, "sha256", must_not_read)
     assert verify(built_presets["generation"].built_dir("optimized")) == []
+
+
+def test_built_steps_read_the_rejected_recipes_of_manifests_written_before_gates_missed():
+    """The deployed QA `optimized` manifest records its rejected INT8 recipe as GateFailed's message."""
+    recipe = {"quantize": True, "per_channel": True, "keep_fp32": ["ffn_output"], "weight_only_bits": None}
+    missed = ("qa-minilm-squad2/optimized missed its accuracy gate: agrees with its PyTorch source on 93.0% of QA "
+              "answers (gate ≥ 98.0%). Try a gentler recipe (per-channel INT8, fewer quantized layers, less pruning)")
+    old = {"steps": ["export-onnx", "graph-optimize (level 2)"],
+           "metrics": {"rejected_recipes": [{"recipe": recipe, "missed": missed}]}}
+    assert built_steps(old) == ("export-onnx → graph-optimize (level 2); rejected dynamic INT8 per channel, fp32 "
+                                "ffn_output: agrees with its PyTorch source on 93.0% of QA answers (gate ≥ 98.0%)")

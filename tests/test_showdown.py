@@ -31,7 +31,7 @@ def test_first_start_builds_missing_variants_quietly_and_reports_progress(tiny_q
     for line in QUANTIZER_LINES:
         assert line not in caplog.text + terminal.out + terminal.err
     for stage in ("exporting baseline to ONNX", "ORT graph optimization level 2", "dynamic INT8 quantization"):
-        assert f"tiny-qa-first-start/optimized: {stage} |████████████|" in terminal.err  # one bar per stage, done
+        assert f"tiny-qa-first-start/optimized: {stage} |████████████|" in terminal.err  # a full bar per stage
     summary = [r.getMessage() for r in caplog.records if r.name == "showdown"]
     assert any(line.startswith("qa/optimized: ready, ") and " MB, accuracy not measured" in line for line in summary)
     assert any(line.startswith("qa/baseline: ready, ") for line in summary)
@@ -64,7 +64,8 @@ def test_a_variant_that_fails_to_load_is_unavailable_and_the_others_answer(built
     (target / "manifest.json").write_text(json.dumps(manifest))
     (target / "model.onnx").write_bytes(b"not a protobuf")
     showdown = Showdown(presets={"qa": preset})
-    with pytest.raises(VariantUnavailable, match="optimized is unavailable: could not load .*InvalidProtobuf.*optimize build"):
+    reason = "optimized is unavailable: could not load .*InvalidProtobuf.*optimize build"
+    with pytest.raises(VariantUnavailable, match=reason):
         showdown.answer("The second pig worked harder.", "Who worked harder?", "optimized")
     status = showdown.variant_status("qa", "optimized")
     assert status["status"] == "unavailable" and "InvalidProtobuf" in status["detail"]
