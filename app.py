@@ -7,13 +7,13 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import sys
 
 import gradio as gr
 import pandas as pd
 
 from models.catalog import VARIANTS
 from models.errors import InputError, VariantUnavailable
+from models.logs import configure_logging
 from models.reports import MeasureHere, bench_markdown, load_report_table, report_chart
 from models.showdown import Showdown
 
@@ -377,7 +377,7 @@ def serve(showdown: Showdown, measurer: MeasureHere | None = None, **launch_kwar
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stdout)
+    configure_logging()
     showdown = Showdown.from_environment()
     if os.environ.get("SHOWDOWN_BUILD", "1") != "0":
         showdown.start_background_build()

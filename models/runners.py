@@ -77,12 +77,15 @@ def load_runner(task: Task, variant: str, runtime: Runtime, path: Path) -> Runne
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = _load_torch(task, path) if runtime == "torch" else _load_onnx(task, path)
-    except (OSError, ValueError) as error:
-        raise VariantUnavailable(f"Could not load {variant} from {path}: {error}") from error
-    if task == "generation" and hasattr(model, "decoder"):  # models.decoding.OnnxCausalLM
-        from models.generation import template_prefix
+        if task == "generation" and hasattr(model, "decoder"):  # models.decoding.OnnxCausalLM
+            from models.generation import template_prefix
 
-        model.decoder.cache_prefix(template_prefix(tokenizer))
+            model.decoder.cache_prefix(template_prefix(tokenizer))
+    except VariantUnavailable:
+        raise
+    except Exception as error:  # whatever the loaders raise (onnxruntime's InvalidProtobuf, transformers' OSError…)
+        reason = (str(error).strip().splitlines() or [""])[0][:300]
+        raise VariantUnavailable(f"could not load {variant} from {path} ({type(error).__name__}: {reason})") from error
     return Runner(task=task, variant=variant, runtime=runtime, path=Path(path), tokenizer=tokenizer,
                   model=model, qa_config=load_qa_config(path))
 
@@ -92,7 +95,7 @@ def _load_torch(task: Task, path: Path):
 
     if task == "generation":
         return load_causal_lm(path)
-    return AutoModelForQuestionAnswering.from_pretrained(path, torch_dtype=torch.float32, attn_implementation="sdpa").eval()
+    return AutoModelForQuestionAnswering.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa").eval()
 
 
 def load_causal_lm(path: Path):

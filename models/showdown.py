@@ -1,5 +1,9 @@
 """The live side-by-side: which variants are ready, loading them once (warmed up), answering
-with each, and building missing artifacts of the default presets in the background."""
+with each, and building missing artifacts of the default presets in the background.
+
+A variant is served only if its files match its manifest and it loads: otherwise it is
+`unavailable` with the reason and the fix, calls to it raise VariantUnavailable with that
+message, and the other variants keep serving."""
 from __future__ import annotations
 
 import contextlib
@@ -16,9 +20,10 @@ from pathlib import Path
 from models import generation, qa
 from models.catalog import REPO_ROOT, VARIANTS, Preset, Task, default_preset, preset, pushed_preset
 from models.errors import InputError, VariantUnavailable
+from models.manifest import built_steps, read_manifest, rejected_recipes, size_bytes, verify
+from models.reports import accuracy_text
 from models.runners import Runner, load_runner
 from models.sources import resolve
-from optimize.manifest import size_bytes
 
 log = logging.getLogger("showdown")
 WARMUP_CONTEXT = ("The first little pig was very lazy. He didn't want to work at all and he built his house out of "
@@ -50,7 +55,8 @@ class Showdown:
     presets: dict[str, Preset]  # task -> preset
     _runners: dict[tuple[str, str], Runner] = field(default_factory=dict)
     _building: dict[tuple[str, str], str] = field(default_factory=dict)
-    _failed: dict[tuple[str, str], str] = field(default_factory=dict)
+    _failed: dict[tuple[str, str], str] = field(default_factory=dict)  # builds that failed
+    _load_failed: dict[tuple[str, str], str] = field(default_factory=dict)  # loads that failed, with the fix
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _run_lock: threading.Lock = field(default_factory=threading.Lock)
     _model_thread: ThreadPoolExecutor = field(  # one long-lived thread runs every model: see answer()
@@ -109,16 +115,42 @@ class Showdown:
                 return {"agreement_pct": 100.0, "perplexity": reference["reference_perplexity"], "note": "reference"}
         return {}
 
-    def variant_status(self, task: Task, variant: str) -> dict:
+    def _fix(self, task: Task, variant: str) -> str:
         spec = self.preset(task).variant(variant)
+        if spec.source.kind == "hub":
+            return f"download it again: `hf download {spec.source.location} --force-download`"
+        return f"rebuild it: `{spec.how_to_build}`" if spec.how_to_build else f"replace {spec.source.location}"
+
+    def _corrupt(self, task: Task, variant: str, path: Path) -> str | None:
+        """What is wrong with the variant's files against its manifest, and the fix; None if nothing."""
+        problems = verify(path)
+        return f"{'; '.join(problems)}; {self._fix(task, variant)}" if problems else None
+
+    def _servable(self, task: Task, variant: str) -> bool:
+        """Present and matching its manifest: a corrupt variant counts as missing (it is rebuilt)."""
+        path = self._locate(task, variant)
+        return path is not None and not verify(path)
+
+    def _built(self, task: Task, variant: str, path: Path) -> str:
+        """The steps that were built (the manifest's, with the rejected recipes), else the catalog's."""
+        spec = self.preset(task).variant(variant)
+        manifest = read_manifest(path)
+        steps = built_steps(manifest) if manifest else " → ".join(spec.steps) or spec.source.kind
+        return f"{spec.runtime}; {steps}"
+
+    def variant_status(self, task: Task, variant: str) -> dict:
         key = (task, variant)
+        spec = self.preset(task).variant(variant)
         with self._lock:
-            building, failed = self._building.get(key), self._failed.get(key)
+            building, failed, load_failed = self._building.get(key), self._failed.get(key), self._load_failed.get(key)
         path = None if building else self._locate(task, variant)
+        fault = (self._corrupt(task, variant, path) or load_failed) if path is not None else None
         if building:
             status, detail = "building", building
+        elif fault:  # and why its rebuild failed, if it did
+            status, detail = "unavailable", "; ".join(filter(None, [fault, failed]))
         elif path is not None:
-            status, detail = "ready", f"{spec.runtime}; " + (" → ".join(spec.steps) if spec.steps else spec.source.kind)
+            status, detail = "ready", self._built(task, variant, path)
         elif failed:
             status, detail = "unavailable", failed
         else:
@@ -135,6 +167,19 @@ class Showdown:
     def variants(self) -> list[dict]:
         return [self.variant_status(task, v.name) for task in self.presets for v in self.preset(task).variants]
 
+    def summary(self) -> list[str]:
+        """One line per variant: ready with its size, accuracy and the recipes rejected on the way, or why not."""
+        lines = []
+        for status in self.variants():
+            head = f"{status['task']}/{status['variant']}: {status['status']}"
+            if status["status"] != "ready":
+                lines.append(f"{head}: {status['detail']}")
+                continue
+            rejected = rejected_recipes(read_manifest(Path(status["path"])) or {})
+            lines.append("; ".join([f"{head}, {status['size_bytes'] / 1e6:,.1f} MB, accuracy "
+                                    f"{accuracy_text(status['accuracy']).replace('—', 'not measured')}", *rejected]))
+        return lines
+
     # --- running ------------------------------------------------------------------------------
     def runner(self, task: Task, variant: str) -> Runner:
         """Load once and warm up; later calls reuse the loaded runner."""
@@ -148,8 +193,20 @@ class Showdown:
                 raise VariantUnavailable(f"{variant} is still building: {self._building[key]}")
             p = self.preset(task)
             spec = p.variant(variant)
-            runner = load_runner(task, variant, spec.runtime, resolve(p, spec))
-            self._warm_up(runner)
+            located = self._locate(task, variant)
+            if located is not None and (corrupt := self._corrupt(task, variant, located)):
+                raise VariantUnavailable(f"{variant} is unavailable: {corrupt}")
+            path = resolve(p, spec)
+            try:
+                runner = load_runner(task, variant, spec.runtime, path)
+                self._warm_up(runner)
+            except Exception as error:  # a model that does not load or run is unavailable, not a crash
+                expected = isinstance(error, VariantUnavailable)  # load_runner's: the reason is in the message
+                reason = str(error) if expected else f"it fails to run ({type(error).__name__}: {error})"
+                self._load_failed[key] = f"{reason}; {self._fix(task, variant)}"
+                log.warning("%s/%s is unavailable: %s", task, variant, self._load_failed[key], exc_info=not expected)
+                raise VariantUnavailable(f"{variant} is unavailable: {self._load_failed[key]}") from error
+            self._load_failed.pop(key, None)
             self._runners[key] = runner
             return runner
 
@@ -215,7 +272,7 @@ class Showdown:
         todo: list[tuple[Task, str]] = []
         for task, p in self.presets.items():
             for spec in p.variants:
-                if self._locate(task, spec.name) is not None:
+                if self._servable(task, spec.name):
                     continue
                 if spec.source.kind == "package" or (spec.source.kind == "hub" and p.fetch_on_start):
                     todo.append((task, spec.name))
@@ -223,13 +280,17 @@ class Showdown:
                     todo.append((task, spec.name))
                 elif spec.source.kind == "built" and spec.runtime == "onnxruntime" and spec.built_from:
                     source = p.variant(spec.built_from)
-                    if self._locate(task, source.name) is not None or (task, source.name) in todo:
+                    if self._servable(task, source.name) or (task, source.name) in todo:
                         todo.append((task, spec.name))
         return todo
 
-    def build_missing(self, progress: Callable[[str], None] = log.info) -> None:
-        """Build what is missing, one after the other, reporting progress to the log and the UI."""
+    def build_missing(self, progress: Callable[[str], None] = log.debug) -> None:
+        """Build what is missing or corrupt, one after the other: each stage's message goes to the UI's
+        status and to `progress` (the terminal shows a progress bar per stage instead), then one
+        summary line per variant is logged."""
         from optimize.build import build_assembled, build_onnx
+        from optimize.gates import GateFailed
+        from optimize.progress import stage
 
         todo = self.missing_builds()
         with self._lock:
@@ -254,16 +315,22 @@ class Showdown:
                 elif spec.runtime == "onnxruntime":
                     build_onnx(p, variant, progress=report, evaluate=self.measure_builds)
                 else:
-                    report(f"{p.name}/{variant}: converting {Path(spec.source.location).name} (first start only)")
-                    resolve(p, spec)
+                    with stage(report, f"{p.name}/{variant}: converting {Path(spec.source.location).name} "
+                                       "(first start only)"):
+                        resolve(p, spec)
             except Exception as error:  # keep serving: the variant is reported unavailable with the reason
-                log.exception("building %s/%s failed", task, variant)
+                log.warning("building %s/%s failed", task, variant, exc_info=not isinstance(error, GateFailed))
                 with self._lock:
                     self._failed[key] = f"build failed: {type(error).__name__}: {error}"
+            else:  # a rebuilt variant is served from its new files
+                with self._lock:
+                    for state in (self._runners, self._failed, self._load_failed):
+                        state.pop(key, None)
             finally:
                 with self._lock:
                     self._building.pop(key, None)
-            progress(f"{task}/{variant}: {self.variant_status(task, variant)['status']}")
+        for line in self.summary():
+            log.info(line)
 
     def start_background_build(self) -> threading.Thread:
         thread = threading.Thread(target=self.build_missing, name="build-missing", daemon=True)

@@ -69,12 +69,13 @@ def hub_snapshot(repo_id: str, revision: str | None = None, subfolder: str = "")
 
 
 def converted_gguf(gguf: Path, target: Path) -> Path:
-    """Dequantize a GGUF checkpoint once into fp32 safetensors under `target` (a cache, not per start)."""
-    if (target / "manifest.json").exists():
+    """Dequantize a GGUF checkpoint once into fp32 safetensors under `target` (a cache, not per
+    start); again when the files no longer match the manifest."""
+    from models.manifest import atomic_dir, verify, write_manifest
+
+    if (target / "manifest.json").exists() and not verify(target):
         return target
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from optimize.manifest import atomic_dir, write_manifest
 
     with atomic_dir(target) as staging:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -84,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     space.add_argument("--private", action="store_true")
 
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stdout)
+    from models.logs import configure_logging
+
+    configure_logging()
 
     if args.stage == "train-qa":
         from optimize.train_qa import TrainConfig, train

@@ -34,7 +34,8 @@ from models.errors import VariantUnavailable
 from models.reports import REPORTS_DIR
 from models.runners import cpu_threads, session_options  # the same ORT settings for every contender
 from models.showdown import Showdown
-from optimize.report import QA_QUESTION, machine, percentile, qa_context, timed_rounds
+from models.timing import percentile, timed_rounds
+from optimize.report import QA_QUESTION, machine, qa_context
 
 log = logging.getLogger("optimize.bench")
 GENERATION_PROMPT_WORDS = ("Read the following notes and then write a short story about a robot who learns to bake "

@@ -16,11 +16,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from models.catalog import Preset
+from models.manifest import atomic_dir, read_manifest, size_bytes, verify, write_manifest
 from models.runners import ONNX_FILE, providers
 from models.sources import resolve
 from optimize.cpu import has_vnni
 from optimize.gates import GateFailed, check, failures
-from optimize.manifest import atomic_dir, read_manifest, size_bytes, write_manifest
+from optimize.progress import quiet_quantizer, stage
 
 log = logging.getLogger("optimize.build")
 Progress = Callable[[str], None]
@@ -201,10 +202,17 @@ def source_fingerprint(directory: Path) -> str:
 
 
 def export(source: Path, output: Path, task: str, opset: int | None) -> Path:
+    """optimum's export. The tracer warns about every Python value it freezes into the graph; the
+    shapes it freezes are the exporter's business, so those warnings are not shown."""
+    import warnings
+
+    import torch
     from optimum.exporters.onnx import main_export
 
-    main_export(str(source), output, task=EXPORT_TASKS[task], opset=opset, do_validation=False,
-                local_files_only=True, library_name="transformers")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        main_export(str(source), output, task=EXPORT_TASKS[task], opset=opset, do_validation=False,
+                    local_files_only=True, library_name="transformers")
     return output / ONNX_FILE
 
 
@@ -212,6 +220,9 @@ def graph_optimize(onnx_dir: Path, output: Path, level: int, cuda: bool) -> Path
     from optimum.onnxruntime import ORTOptimizer
     from optimum.onnxruntime.configuration import OptimizationConfig
 
+    # onnxruntime's fusion modules log under their bare module names; this one warns, on every build,
+    # that shape inference is off, which this config asks for on purpose
+    logging.getLogger("fusion_skiplayernorm").setLevel(logging.ERROR)
     optimizer = ORTOptimizer.from_pretrained(onnx_dir, file_names=[ONNX_FILE])
     config = OptimizationConfig(optimization_level=level, optimize_for_gpu=cuda, fp16=cuda,
                                 disable_shape_inference=True)
@@ -228,7 +239,7 @@ def graph_latency_ms(graphs: dict[str, Path], tokens: int = 384, rounds: int = 3
     import onnxruntime
 
     from models.runners import session_options
-    from optimize.report import percentile, timed_rounds
+    from models.timing import percentile, timed_rounds
 
     sessions = {name: onnxruntime.InferenceSession(str(path), session_options(), providers=["CPUExecutionProvider"])
                 for name, path in graphs.items()}
@@ -255,11 +266,12 @@ def quantize_dynamic(onnx_dir: Path, output: Path, recipe: OnnxRecipe) -> Path:
         graph = onnx.load(str(onnx_dir / ONNX_FILE), load_external_data=False).graph
         excluded = [node.name for node in graph.node if node.op_type == "MatMul"
                     and "/output/dense/" in node.name and "/attention/" not in node.name]
-    ort_quantize_dynamic(
-        onnx_dir / ONNX_FILE, output / ONNX_FILE, weight_type=QuantType.QInt8, per_channel=recipe.per_channel,
-        reduce_range=recipe.reduce_range, nodes_to_exclude=excluded,
-        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-    )
+    with quiet_quantizer():
+        ort_quantize_dynamic(
+            onnx_dir / ONNX_FILE, output / ONNX_FILE, weight_type=QuantType.QInt8, per_channel=recipe.per_channel,
+            reduce_range=recipe.reduce_range, nodes_to_exclude=excluded,
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
     return output / ONNX_FILE
 
 
@@ -267,13 +279,15 @@ def quantize_weight_only(onnx_dir: Path, output: Path, bits: int, block_size: in
     """Weight-only quantization (MatMulNBits): weights in `bits` bits with a scale per block,
     activations quantized per block at run time (accuracy level 4) instead of per tensor."""
     import onnx
-    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     output.mkdir(parents=True, exist_ok=True)
-    # measured on SmolLM2: 97.8% greedy agreement; keeping the LM head fp32 did not help (97.5%)
-    quantizer = MatMulNBitsQuantizer(onnx.load(onnx_dir / ONNX_FILE), bits=bits, block_size=block_size, is_symmetric=True,
-                                     accuracy_level=4)
-    quantizer.process()
+    with quiet_quantizer():  # its import calls logging.basicConfig(level=INFO) when nothing configured logging
+        from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+        # measured on SmolLM2: 97.8% greedy agreement; keeping the LM head fp32 did not help (97.5%)
+        quantizer = MatMulNBitsQuantizer(onnx.load(onnx_dir / ONNX_FILE), bits=bits, block_size=block_size,
+                                         is_symmetric=True, accuracy_level=4)
+        quantizer.process()
     quantizer.model.save_model_to_file(str(output / ONNX_FILE), use_external_data_format=False)
     return output / ONNX_FILE
 
@@ -295,8 +309,7 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = No
     cuda = providers()[0] == "CUDAExecutionProvider"
     inputs = json.loads(json.dumps({"source": str(source), "source_sha256": source_fingerprint(source),
                                     "recipes": [asdict(r) for r in ladder], "cuda": cuda}))  # as the manifest stores it
-    existing = read_manifest(target)
-    if existing and existing.get("inputs") == inputs and not force:
+    if up_to_date(target, inputs) and not force:
         progress(f"{preset.name}/{variant_name}: up to date, skipped")
         return target
     rejected: list[dict] = []
@@ -307,7 +320,7 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = No
         except GateFailed as error:
             if index == len(ladder) - 1:
                 raise
-            rejected.append({"recipe": asdict(candidate), "missed": str(error)})
+            rejected.append({"recipe": asdict(candidate), "missed": str(error), "gates_missed": error.missed})
             progress(f"{preset.name}/{variant_name}: {error} Trying the next recipe.")
     raise AssertionError("unreachable")
 
@@ -319,8 +332,9 @@ def _build_onnx_once(preset: Preset, variant_name: str, recipe: OnnxRecipe, sour
     with atomic_dir(target) as staging:
         work = staging / "work"
         if recipe.exporter == "genai-builder":
-            progress(f"{preset.name}/{variant_name}: ONNX Runtime GenAI model builder (fused graph, INT8 weights)")
-            current, fp32_layers = genai_build(source, work / "genai", recipe, cuda)
+            with stage(progress, f"{preset.name}/{variant_name}: ONNX Runtime GenAI model builder (fused graph, "
+                                 f"{'INT8 weights' if recipe.quantize else 'fp32'})"):
+                current, fp32_layers = genai_build(source, work / "genai", recipe, cuda)
             weights = ("fp16" if cuda else f"MatMulNBits int{recipe.weight_only_bits} block {recipe.block_size}"
                        + (f", fp32 {' + '.join(recipe.keep_fp32)}" if recipe.keep_fp32 else "")
                        + (f", fp32 attention in the most INT8-sensitive layers {fp32_layers}" if fp32_layers else "")
@@ -340,10 +354,7 @@ def _build_onnx_once(preset: Preset, variant_name: str, recipe: OnnxRecipe, sour
         shutil.rmtree(work)
         metrics = {}
         if evaluate:
-            progress(f"{preset.name}/{variant_name}: measuring accuracy against {variant.built_from}")
-            from optimize.accuracy import measure
-            metrics = measure(preset, staging, variant_name, reference=source)
-            _gate(preset, variant_name, variant.runtime, metrics, strict, progress)
+            metrics = _evaluate(preset, variant_name, staging, source, strict, progress)
         if rejected:
             metrics["rejected_recipes"] = rejected
             steps.append(f"(chosen after {len(rejected)} faster recipe(s) missed an accuracy gate)")
@@ -357,29 +368,29 @@ def _optimum_steps(source: Path, work: Path, preset: Preset, variant, recipe: On
                    steps: list[str], progress: Progress) -> Path:
     """optimum export → ORT graph optimization → INT8 (CPU); returns the final model path."""
     name = f"{preset.name}/{variant.name}"
-    progress(f"{name}: exporting {variant.built_from} to ONNX")
-    current = export(source, work / "export", preset.task, recipe.opset)
+    with stage(progress, f"{name}: exporting {variant.built_from} to ONNX"):
+        current = export(source, work / "export", preset.task, recipe.opset)
     steps.append(f"export-onnx (optimum, task {EXPORT_TASKS[preset.task]})")
     if recipe.optimization_level:
-        progress(f"{name}: ORT graph optimization level {recipe.optimization_level}")
         exported = current
-        current = graph_optimize(current.parent, work / "optimized", recipe.optimization_level, cuda)
+        with stage(progress, f"{name}: ORT graph optimization level {recipe.optimization_level}"):
+            current = graph_optimize(current.parent, work / "optimized", recipe.optimization_level, cuda)
         steps.append(f"graph-optimize (level {recipe.optimization_level}{', fp16' if cuda else ''})")
         if preset.task == "qa" and not cuda:
-            progress(f"{name}: timing the fused graph against ONNX Runtime's own load-time fusions")
-            timings = graph_latency_ms({"fused": current, "load-time fusions only": exported})
+            with stage(progress, f"{name}: timing the fused graph against ONNX Runtime's own load-time fusions"):
+                timings = graph_latency_ms({"fused": current, "load-time fusions only": exported})
             kept = min(timings, key=timings.get)
             current = current if kept == "fused" else exported
             steps.append(f"kept the faster graph at 384 tokens ({kept}): "
                          + ", ".join(f"{k} {v:.1f} ms" for k, v in timings.items()))
     if recipe.quantize and not cuda and recipe.weight_only_bits:
-        progress(f"{name}: weight-only INT{recipe.weight_only_bits} quantization")
-        current = quantize_weight_only(current.parent, work / "quantized", recipe.weight_only_bits, recipe.block_size)
+        with stage(progress, f"{name}: weight-only INT{recipe.weight_only_bits} quantization"):
+            current = quantize_weight_only(current.parent, work / "quantized", recipe.weight_only_bits, recipe.block_size)
         steps.append(f"quantize-weight-only-int{recipe.weight_only_bits} (MatMulNBits, block {recipe.block_size}, "
                      "accuracy level 4)")
     elif recipe.quantize and not cuda:
-        progress(f"{name}: dynamic INT8 quantization")
-        current = quantize_dynamic(current.parent, work / "quantized", recipe)
+        with stage(progress, f"{name}: dynamic INT8 quantization"):
+            current = quantize_dynamic(current.parent, work / "quantized", recipe)
         steps.append(f"quantize-dynamic-int8 (per_channel={recipe.per_channel}, reduce_range={recipe.reduce_range}"
                      + (f", fp32: {', '.join(recipe.keep_fp32)}" if recipe.keep_fp32 else "") + ")")
     return current
@@ -401,20 +412,16 @@ def build_assembled(preset: Preset, variant_name: str, force: bool = False, prog
     target = preset.built_dir(variant_name)
     inputs = {"source": str(source), "source_sha256": source_fingerprint(source),
               "recipe_sha256": source_fingerprint(recipe_dir)}
-    existing = read_manifest(target)
-    if existing and existing.get("inputs") == inputs and not force:
+    if up_to_date(target, inputs) and not force:
         progress(f"{preset.name}/{variant_name}: up to date, skipped")
         return target
     plan = json.loads((recipe_dir / PLAN_FILE).read_text())
     with atomic_dir(target) as staging:
-        progress(f"{preset.name}/{variant_name}: assembling from {variant.built_from} + {variant.recipe_dir}")
-        assemble(source, recipe_dir, staging)
+        with stage(progress, f"{preset.name}/{variant_name}: assembling from {variant.built_from} + {variant.recipe_dir}"):
+            assemble(source, recipe_dir, staging)
         metrics = {}
         if evaluate:
-            progress(f"{preset.name}/{variant_name}: measuring accuracy against {variant.built_from}")
-            from optimize.accuracy import measure
-            metrics = measure(preset, staging, variant_name, reference=source)
-            _gate(preset, variant_name, variant.runtime, metrics, strict, progress)
+            metrics = _evaluate(preset, variant_name, staging, source, strict, progress)
         write_manifest(staging, source=f"{preset.name}/{variant.built_from} + {variant.recipe_dir}",
                        steps=[f"drop layers {plan['dropped_layers']}", f"keep FFN neurons per layer: {plan['ffn_kept']}",
                               "apply LoRA + norm recovery delta"],
@@ -422,6 +429,24 @@ def build_assembled(preset: Preset, variant_name: str, force: bool = False, prog
                        variant=variant_name)
     progress(f"{preset.name}/{variant_name}: ready ({size_bytes(target) / 1e6:.1f} MB) {json.dumps(metrics)}")
     return target
+
+
+def up_to_date(target: Path, inputs: dict) -> bool:
+    """Built from the same inputs, and every file still as the manifest recorded it: a corrupt
+    artifact (truncated, edited, a file missing) is rebuilt, not skipped."""
+    if verify(target):
+        return False
+    existing = read_manifest(target)
+    return bool(existing) and existing.get("inputs") == inputs
+
+
+def _evaluate(preset: Preset, variant_name: str, staging: Path, source: Path, strict: bool, progress: Progress) -> dict:
+    variant = preset.variant(variant_name)
+    with stage(progress, f"{preset.name}/{variant_name}: measuring accuracy against {variant.built_from}"):
+        from optimize.accuracy import measure
+        metrics = measure(preset, staging, variant_name, reference=source)
+    _gate(preset, variant_name, variant.runtime, metrics, strict, progress)
+    return metrics
 
 
 def _gate(preset: Preset, variant_name: str, runtime: str, metrics: dict, strict: bool, progress: Progress) -> None:

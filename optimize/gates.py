@@ -6,7 +6,11 @@ from dataclasses import dataclass
 
 
 class GateFailed(RuntimeError):
-    """A built variant missed an accuracy gate; nothing was published."""
+    """A built variant missed an accuracy gate; nothing was published. `missed`: which gates."""
+
+    def __init__(self, message: str, missed: list[str] | None = None):
+        super().__init__(message)
+        self.missed = missed or []
 
 
 @dataclass(frozen=True)
@@ -56,4 +60,5 @@ def check(name: str, task: str, runtime: str, metrics: dict) -> None:
     missed = failures(task, runtime, metrics)
     if missed:
         raise GateFailed(f"{name} missed its accuracy gate: " + "; ".join(missed) +
-                         ". Try a gentler recipe (per-channel INT8, fewer quantized layers, less pruning) or rebuild with --force.")
+                         ". Try a gentler recipe (per-channel INT8, fewer quantized layers, less pruning) or rebuild with --force.",
+                         missed)

@@ -352,9 +352,9 @@ def run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig,
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from models.catalog import default_preset
+    from models.manifest import sha256
     from models.sources import resolve
     from optimize.accuracy import generation_accuracy
-    from optimize.manifest import sha256
 
     torch.set_num_threads(recovery_config.threads)
     torch.manual_seed(recovery_config.seed)

@@ -11,19 +11,18 @@ import functools
 import logging
 import os
 import platform
-import random
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from models import generation, qa
 from models.errors import VariantUnavailable
+from models.manifest import versions
 from models.reports import Report, Row
 from models.runners import cpu_threads
 from models.showdown import SEED_CONTEXT_LONG, Showdown
-from optimize.manifest import versions
+from models.timing import percentile, timed_rounds
 
 log = logging.getLogger("optimize.report")
 QA_QUESTION = "Who worked a little bit harder?"
@@ -63,33 +62,6 @@ def qa_context(tokenizer, tokens: int) -> str:
     while length(count + 1) <= tokens:
         count += 1
     return " ".join(words[i % len(words)] for i in range(count))
-
-
-def percentile(values: list[float], q: float) -> float:
-    return float(np.percentile(values, q)) if values else float("nan")
-
-
-def timed_rounds(contenders: dict[str, Callable[[], object]], rounds: int, warmup: int,
-                 on_round: Callable[[int], None] | None = None) -> dict[str, list]:
-    """Warm up each, then `rounds` rounds, each in a fresh seeded shuffle of the order; (seconds,
-    output) per call. Why shuffle: on 2 cores a call is slower right after a PyTorch model (its
-    OpenMP threads and its weights in the cache), and a rotation keeps every contender behind the
-    same neighbour — it held QA pruned-optimized behind PyTorch `pruned` in every round (12.3 ms,
-    vs 11.2 for the contender placed after it)."""
-    for call in contenders.values():
-        for _ in range(warmup):
-            call()
-    names = list(contenders)
-    out: dict[str, list] = {name: [] for name in names}
-    shuffler = random.Random(0)
-    for round_index in range(rounds):
-        for name in shuffler.sample(names, len(names)):
-            started = time.perf_counter()
-            value = contenders[name]()
-            out[name].append((time.perf_counter() - started, value))
-        if on_round:
-            on_round(round_index)
-    return out
 
 
 def parameters(runner) -> int:

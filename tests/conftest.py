@@ -1,8 +1,10 @@
 """Fixtures: tiny models built once per session, an isolated artifacts folder, a free port."""
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -67,16 +69,25 @@ def requires_squad():
     return pytest.mark.skipif(not SQUAD.exists(), reason=f"SQuAD data not found at {SQUAD} (../shared is absent)")
 
 
-@pytest.fixture(scope="module")
-def app_url(built_presets):
-    """The real Gradio app (app.build_ui) served on a free loopback port, on the tiny presets."""
+@contextlib.contextmanager
+def serve_app(showdown) -> Iterator[str]:
+    """The real Gradio app (app.build_ui) on `showdown`, served on a free loopback port."""
     from app import serve
-    from models.showdown import Showdown
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    demo = serve(Showdown(presets=dict(built_presets)), server_name="127.0.0.1", server_port=port,
-                 prevent_thread_lock=True, quiet=True)
-    yield f"http://127.0.0.1:{port}/"
-    demo.close()
+    demo = serve(showdown, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="module")
+def app_url(built_presets):
+    """The real app on the tiny built presets."""
+    from models.showdown import Showdown
+
+    with serve_app(Showdown(presets=dict(built_presets))) as url:
+        yield url

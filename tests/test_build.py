@@ -7,7 +7,7 @@ import onnx
 from models import generation, qa
 from models.runners import load_runner
 from optimize.build import build_onnx
-from optimize.manifest import read_manifest, sha256
+from models.manifest import read_manifest, sha256
 
 
 def test_optimized_variants_are_fused_onnx_with_a_complete_manifest(built_presets, tiny_qa_dir):

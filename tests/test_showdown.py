@@ -1,9 +1,23 @@
-"""First start: missing variants are built in the background while the status says so."""
+"""First start: missing variants are built in the background while the status says so; corrupt
+ones are rebuilt; a variant that does not load is unavailable with the reason and the fix."""
+import json
+import logging
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from models.catalog import REPO_ROOT
+from models.errors import VariantUnavailable
 from models.showdown import Showdown
 from tests.tiny import tiny_preset
 
+QUANTIZER_LINES = ("Quantization parameters for tensor", "Ignore MatMul", "pre-processing before quantization")
 
-def test_first_start_builds_missing_variants_and_reports_progress(tiny_qa_dir):
+
+def test_first_start_builds_missing_variants_quietly_and_reports_progress(tiny_qa_dir, caplog, capsys):
+    caplog.set_level(logging.INFO)  # the root logger too: where onnxruntime's quantizer logs its per-tensor lines
     preset = tiny_preset("qa", tiny_qa_dir, name="tiny-qa-first-start")
     showdown = Showdown(presets={"qa": preset}, measure_builds=False)
     assert showdown.variant_status("qa", "optimized")["status"] == "unavailable"
@@ -13,6 +27,76 @@ def test_first_start_builds_missing_variants_and_reports_progress(tiny_qa_dir):
     assert any("exporting" in message and status == "building" for message, status in seen)
     assert showdown.variant_status("qa", "optimized")["status"] == "ready"
     assert showdown.missing_builds() == []
+    terminal = capsys.readouterr()
+    for line in QUANTIZER_LINES:
+        assert line not in caplog.text + terminal.out + terminal.err
+    for stage in ("exporting baseline to ONNX", "ORT graph optimization level 2", "dynamic INT8 quantization"):
+        assert f"tiny-qa-first-start/optimized: {stage} |████████████|" in terminal.err  # a full bar per stage
+    summary = [r.getMessage() for r in caplog.records if r.name == "showdown"]
+    assert any(line.startswith("qa/optimized: ready, ") and " MB, accuracy not measured" in line for line in summary)
+    assert any(line.startswith("qa/baseline: ready, ") for line in summary)
+
+
+def test_a_corrupt_variant_is_rebuilt_by_the_background_builder_and_then_served(tiny_qa_dir):
+    preset = tiny_preset("qa", tiny_qa_dir, name="tiny-qa-rebuild")
+    showdown = Showdown(presets={"qa": preset}, measure_builds=False)
+    showdown.build_missing(progress=lambda m: None)
+    onnx = preset.built_dir("optimized") / "model.onnx"
+    onnx.write_bytes(onnx.read_bytes()[:1000])
+    status = showdown.variant_status("qa", "optimized")
+    assert status["status"] == "unavailable" and "model.onnx has 1,000 bytes" in status["detail"]
+    with pytest.raises(VariantUnavailable, match="python -m optimize build"):
+        showdown.answer("The second pig worked harder.", "Who worked harder?", "optimized")
+    assert showdown.missing_builds() == [("qa", "optimized")]
+    showdown.build_missing(progress=lambda m: None)
+    assert showdown.variant_status("qa", "optimized")["status"] == "ready"
+    assert showdown.answer("The second pig worked harder.", "Who worked harder?", "optimized")["latency_ms"]["total"] > 0
+
+
+def test_a_variant_that_fails_to_load_is_unavailable_and_the_others_answer(built_presets, tiny_qa_dir):
+    """Files the manifest does not list are not verified: the load itself fails (onnxruntime's
+    InvalidProtobuf), and that becomes the variant's reason, not an upstream exception."""
+    preset = tiny_preset("qa", tiny_qa_dir, name="tiny-qa-load-fault")
+    target = preset.built_dir("optimized")
+    shutil.copytree(built_presets["qa"].built_dir("optimized"), target)
+    manifest = json.loads((target / "manifest.json").read_text())
+    del manifest["files"]["model.onnx"]
+    (target / "manifest.json").write_text(json.dumps(manifest))
+    (target / "model.onnx").write_bytes(b"not a protobuf")
+    showdown = Showdown(presets={"qa": preset})
+    reason = "optimized is unavailable: could not load .*InvalidProtobuf.*optimize build"
+    with pytest.raises(VariantUnavailable, match=reason):
+        showdown.answer("The second pig worked harder.", "Who worked harder?", "optimized")
+    status = showdown.variant_status("qa", "optimized")
+    assert status["status"] == "unavailable" and "InvalidProtobuf" in status["detail"]
+    assert showdown.answer("The second pig worked harder.", "Who worked harder?", "baseline")["latency_ms"]["total"] > 0
+
+
+def test_status_shows_the_steps_built_and_the_rejected_recipe_in_one_line(tiny_qa_dir, monkeypatch):
+    """The INT8 recipe misses its gate (a measured agreement of 50 %), the fp32 graph ships: the
+    status says so instead of the catalog's planned "… → quantize-dynamic-int8"."""
+    from optimize.build import build_onnx
+
+    agreements = iter([50.0, 100.0])
+    monkeypatch.setattr("optimize.accuracy.measure", lambda *args, **kwargs: {"agreement_pct": next(agreements)})
+    preset = tiny_preset("qa", tiny_qa_dir, name="tiny-qa-rejected")
+    build_onnx(preset, "optimized", progress=lambda m: None)
+    showdown = Showdown(presets={"qa": preset})
+    detail = showdown.variant_status("qa", "optimized")["detail"]
+    assert detail.startswith("onnxruntime; export-onnx (optimum, task question-answering) → graph-optimize (level 2)")
+    assert "quantize-dynamic-int8" not in detail and "\n" not in detail
+    assert detail.endswith("; rejected dynamic INT8 per channel, fp32 ffn_output: agrees with its PyTorch source on "
+                           "50.0% of QA answers (gate ≥ 98.0%)")
+    summary = next(line for line in showdown.summary() if line.startswith("qa/optimized"))
+    assert summary.startswith("qa/optimized: ready, ") and "agree 100.0%" in summary and "rejected dynamic INT8" in summary
+
+
+def test_the_runtime_does_not_import_the_offline_build():
+    """models/ is the runtime: the manifest and the timing helpers live there, so importing the
+    showdown loads nothing from optimize/ (which imports models/)."""
+    code = "import sys, models.showdown; print(sorted(m for m in sys.modules if m.split('.')[0] == 'optimize'))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 def test_run_order_rotates_so_no_variant_always_goes_first(tiny_qa_dir):

@@ -1,0 +1,190 @@
+"""The contract between the offline build and the runtime: every built artifact is written
+atomically with a manifest.json (source, steps, library versions, file sizes and sha256,
+metrics). The build skips a stage whose manifest matches its inputs; the runtime checks the
+files against it before loading."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import json
+import platform
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from models.catalog import artifacts_root
+
+LIBRARIES = ("torch", "transformers", "optimum", "optimum-onnx", "onnxruntime", "onnx")
+
+
+def versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for name in LIBRARIES:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            found[name] = importlib.metadata.version(name)
+    return found
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def files(directory: Path) -> dict[str, dict]:
+    return {
+        str(p.relative_to(directory)): {"bytes": p.stat().st_size, "sha256": sha256(p)}
+        for p in sorted(directory.rglob("*")) if p.is_file() and p.name != "manifest.json"
+    }
+
+
+def write_manifest(directory: Path, source: str, steps: list[str], metrics: dict | None = None,
+                   inputs: dict | None = None, **extra) -> dict:
+    manifest = {
+        "source": source, "steps": steps, "inputs": inputs or {}, "metrics": metrics or {},
+        "versions": versions(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "files": files(directory), **extra,
+    }
+    (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def read_manifest(directory: Path) -> dict | None:
+    path = Path(directory) / "manifest.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def verify(directory: Path) -> list[str]:
+    """What is wrong with a directory's files against its manifest: empty when every file is there
+    with its size and sha256, or when there is no manifest to check against (committed weights)."""
+    try:
+        manifest = read_manifest(directory)
+    except (OSError, ValueError) as error:
+        return [f"manifest.json cannot be read ({type(error).__name__})"]
+    problems, root = [], os.path.abspath(directory)  # os.path, not pathlib: /variants runs this on every call
+    with _hash_lock:
+        hashes = _cache()
+    for name, expected in (manifest or {}).get("files", {}).items():
+        try:
+            stat = os.stat(os.path.join(root, name))
+        except OSError:
+            problems.append(f"{name} is missing")
+            continue
+        if stat.st_size != expected["bytes"]:
+            problems.append(f"{name} has {stat.st_size:,} bytes, the manifest says {expected['bytes']:,}")
+        elif cached_sha256(os.path.join(root, name), stat, hashes) != expected["sha256"]:
+            problems.append(f"{name} does not match its sha256 in the manifest")
+    return problems
+
+
+HASH_CACHE = ".sha256-cache.json"  # in the artifacts root: {path: [bytes, mtime_ns, sha256]}
+_hash_lock = threading.Lock()
+_hashes: dict[Path, dict[str, list]] = {}  # per cache file, read once per process
+
+
+def cached_sha256(path: str, stat: os.stat_result, hashes: dict[str, list]) -> str:
+    """sha256 of a file (an absolute path, its stat, the cache), remembered by (path, size, mtime): a
+    start with unchanged artifacts only stats them instead of reading ~2 GB (seconds on 2 shared cores)."""
+    signature = [stat.st_size, stat.st_mtime_ns]
+    known = hashes.get(path)
+    if known and known[:2] == signature:
+        return known[2]
+    digest = sha256(Path(path))
+    _remember({path: [*signature, digest]})
+    return digest
+
+
+def remember_manifest(directory: Path) -> None:
+    """A manifest just written from these very files: its hashes go to the cache, so the first
+    check after a build does not read the files again."""
+    entries, root = {}, os.path.abspath(directory)
+    for name, expected in (read_manifest(directory) or {}).get("files", {}).items():
+        stat = os.stat(os.path.join(root, name))
+        if stat.st_size == expected["bytes"]:
+            entries[os.path.join(root, name)] = [stat.st_size, stat.st_mtime_ns, expected["sha256"]]
+    _remember(entries)
+
+
+def _cache() -> dict[str, list]:
+    """The cache of the current artifacts root, read once per process (call with the lock held)."""
+    cache_file = artifacts_root() / HASH_CACHE
+    if cache_file not in _hashes:
+        try:
+            _hashes[cache_file] = json.loads(cache_file.read_text())
+        except (OSError, ValueError):
+            _hashes[cache_file] = {}
+    return _hashes[cache_file]
+
+
+def _remember(entries: dict[str, list]) -> None:
+    if not entries:
+        return
+    cache_file = artifacts_root() / HASH_CACHE
+    with _hash_lock:
+        cache = _cache()
+        cache.update(entries)
+        with contextlib.suppress(OSError):  # a read-only artifacts folder only costs the cache
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            partial = cache_file.with_name(f"{HASH_CACHE}.{os.getpid()}")
+            partial.write_text(json.dumps(cache))
+            partial.replace(cache_file)
+
+
+def recipe_text(recipe: dict) -> str:
+    """A build recipe (optimize.build.OnnxRecipe as the manifest stores it) in a few words."""
+    if not recipe.get("quantize"):
+        return "fp32"
+    bits = recipe.get("weight_only_bits")
+    text = f"weight-only INT{bits} (block {recipe.get('block_size')})" if bits else (
+        "dynamic INT8" + (" per channel" if recipe.get("per_channel") else ""))
+    if recipe.get("keep_fp32"):
+        text += f", fp32 {' + '.join(recipe['keep_fp32'])}"
+    if recipe.get("fp32_attention_share"):
+        text += f", fp32 attention in the {recipe['fp32_attention_share']:.0%} most sensitive layers"
+    if recipe.get("smooth_alpha"):
+        text += ", SmoothQuant"
+    return text
+
+
+def rejected_recipes(manifest: dict) -> list[str]:
+    """Each faster recipe the build tried and did not publish, with the gate it missed."""
+    out = []
+    for rejected in manifest.get("metrics", {}).get("rejected_recipes", []):
+        # manifests written before `gates_missed` hold GateFailed's whole message: the gates are its middle
+        missed = rejected.get("gates_missed") or [
+            rejected.get("missed", "").split("accuracy gate: ", 1)[-1].split(". Try ", 1)[0]]
+        out.append(f"rejected {recipe_text(rejected.get('recipe', {}))}: {'; '.join(missed)}")
+    return out
+
+
+def built_steps(manifest: dict) -> str:
+    """What was actually built, in one line: the steps, then the rejected recipes."""
+    return "; ".join([" → ".join(manifest.get("steps", [])), *rejected_recipes(manifest)])
+
+
+def size_bytes(directory: Path, suffixes: tuple[str, ...] = (".safetensors", ".onnx", ".onnx_data", ".data", ".bin")) -> int:
+    """Bytes of weights on disk (tokenizer and config files excluded)."""
+    return sum(p.stat().st_size for p in Path(directory).rglob("*") if p.is_file() and p.suffix in suffixes)
+
+
+@contextlib.contextmanager
+def atomic_dir(target: Path) -> Iterator[Path]:
+    """Build into a staging folder beside `target`; rename into place only when complete."""
+    target = Path(target)
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    remember_manifest(target)

@@ -1,0 +1,40 @@
+"""The manifest check the app runs before loading a built variant: sizes and sha256, the hashes
+cached by path, size and mtime so that a start with unchanged artifacts does not read them again."""
+import os
+import shutil
+
+from models import manifest
+from models.manifest import built_steps, verify
+
+
+def test_hashes_are_read_once_per_path_size_and_mtime(built_presets, tmp_path, monkeypatch):
+    target = shutil.copytree(built_presets["qa"].built_dir("optimized"), tmp_path / "copy")
+    hashed = []
+    real_sha256 = manifest.sha256
+    monkeypatch.setattr(manifest, "sha256", lambda path: hashed.append(path.name) or real_sha256(path))
+    assert verify(target) == [] and "model.onnx" in hashed  # a new path: read
+    hashed.clear()
+    assert verify(target) == [] and hashed == []  # unchanged: only stat
+    stat = (target / "model.onnx").stat()
+    os.utime(target / "model.onnx", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
+    assert verify(target) == [] and hashed == ["model.onnx"]  # touched: read again
+
+
+def test_a_fresh_build_seeds_the_cache(built_presets, monkeypatch):
+    """The build just hashed every file for its manifest: the first check after it reads nothing."""
+    def must_not_read(path):
+        raise AssertionError(f"{path} was read again")
+
+    monkeypatch.setattr(manifest, "sha256", must_not_read)
+    assert verify(built_presets["generation"].built_dir("optimized")) == []
+
+
+def test_built_steps_read_the_rejected_recipes_of_manifests_written_before_gates_missed():
+    """The deployed QA `optimized` manifest records its rejected INT8 recipe as GateFailed's message."""
+    recipe = {"quantize": True, "per_channel": True, "keep_fp32": ["ffn_output"], "weight_only_bits": None}
+    missed = ("qa-minilm-squad2/optimized missed its accuracy gate: agrees with its PyTorch source on 93.0% of QA "
+              "answers (gate ≥ 98.0%). Try a gentler recipe (per-channel INT8, fewer quantized layers, less pruning)")
+    old = {"steps": ["export-onnx", "graph-optimize (level 2)"],
+           "metrics": {"rejected_recipes": [{"recipe": recipe, "missed": missed}]}}
+    assert built_steps(old) == ("export-onnx → graph-optimize (level 2); rejected dynamic INT8 per channel, fp32 "
+                                "ffn_output: agrees with its PyTorch source on 93.0% of QA answers (gate ≥ 98.0%)")
