@@ -214,7 +214,8 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
                 answers[variant] = _qa_answer_text(results[variant])
             except USER_ERRORS as error:
                 answers[variant], stats[variant] = "", f"⚠️ {error}"
-        return [*answers.values(), *stats.values(), *_record(showdown, "qa", results, stats, history)]
+        charts = _record(showdown, "qa", results, stats, history)  # fills `stats` first
+        return [*answers.values(), *stats.values(), *charts]
 
     def compare_generation(prompt: str, max_new_tokens: int, selected: list[str], history: pd.DataFrame):
         from models.generation import validate
@@ -231,7 +232,8 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
                     yield [*texts.values(), *stats.values(), *unchanged]  # not the charts on every token
             except USER_ERRORS as error:
                 stats[variant] = f"⚠️ {error}"
-        yield [*texts.values(), *stats.values(), *_record(showdown, "generation", results, stats, history)]
+        charts = _record(showdown, "generation", results, stats, history)  # fills `stats` first
+        yield [*texts.values(), *stats.values(), *charts]
 
     with gr.Blocks(title="Inference Showdown") as demo:
         gr.Markdown("# Inference Showdown\nOne input; the **baseline**, **optimized**, **pruned** and "

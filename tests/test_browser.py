@@ -10,37 +10,28 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed (apt-get install chromium)")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-# Pixels of each variant's color on a plot's canvas (gradio draws plots with vega on a canvas).
-COUNT_COLORED_PIXELS = """([selector, colors]) => {
-  const canvas = document.querySelector(`${selector} canvas`);
-  if (!canvas) return null;
-  const { data } = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height);
-  const counts = {};
-  for (const [name, hex] of Object.entries(colors)) {
-    const rgb = [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
-    counts[name] = 0;
-    for (let i = 0; i < data.length; i += 4) {
-      if (data[i + 3] > 200 && rgb.every((c, k) => Math.abs(data[i + k] - c) <= 24)) counts[name] += 1;
+# Each variant's rendered marks (gradio draws its plots with vega as SVG): bars with a height,
+# points with a size, counted by the variant's colour; legend swatches are not marks.
+COUNT_MARKS = """([selector, colors]) => {
+  const svg = document.querySelector(`${selector} svg`);
+  if (!svg) return null;
+  const counts = Object.fromEntries(Object.keys(colors).map((name) => [name, 0]));
+  for (const mark of svg.querySelectorAll("g.role-mark path")) {
+    const box = mark.getBBox();
+    const paint = [mark.getAttribute("fill"), mark.getAttribute("stroke")].map((c) => (c || "").toLowerCase());
+    for (const [name, hex] of Object.entries(colors)) {
+      if (paint.includes(hex.toLowerCase()) && box.width > 0.5 && box.height > 0.5) counts[name] += 1;
     }
   }
   return counts;
 }"""
-BAR_PIXELS = 400  # a bar; a legend swatch is ~100
 
 
-def colored_pixels(page, selector: str) -> dict[str, int]:
-    page.wait_for_selector(f"{selector} canvas", timeout=30_000)
-    return page.evaluate(COUNT_COLORED_PIXELS, [selector, VARIANT_COLORS])
-
-
-def drawn_since(page, selector: str, before: dict[str, int], at_least: int) -> dict[str, int]:
-    """Pixels each variant gained since `before` (the legend is drawn from the start), once some
-    variant gained `at_least` (vega draws after the data arrives)."""
-    gained = (f"(args) => {{ const c = ({COUNT_COLORED_PIXELS})(args); const before = {before!r}; "
-              f"return c && Object.keys(c).some((name) => c[name] - before[name] >= {at_least}); }}")
-    page.wait_for_function(gained, arg=[selector, VARIANT_COLORS], timeout=30_000)
-    now = colored_pixels(page, selector)
-    return {name: now[name] - before[name] for name in now}
+def marks(page, selector: str) -> dict[str, int]:
+    """The marks drawn once any variant has one (vega draws after the data arrives)."""
+    page.wait_for_function(f"(args) => {{ const c = ({COUNT_MARKS})(args); return c && Object.values(c).some((n) => n > 0); }}",
+                           arg=[selector, VARIANT_COLORS], timeout=30_000)
+    return page.evaluate(COUNT_MARKS, [selector, VARIANT_COLORS])
 
 
 @pytest.fixture(scope="module")
@@ -56,19 +47,16 @@ def page(app_url, tmp_path_factory):
 
 
 def test_qa_tab_fills_every_ready_column_and_the_charts(page, tmp_path):
-    bars_before, markers_before = colored_pixels(page, "#qa-bars"), colored_pixels(page, "#qa-runs")
     page.get_by_role("button", name="Answer with every variant").click()
     stats = page.get_by_text("vs baseline")
     stats.first.wait_for(timeout=60_000)
     assert stats.count() == 2  # baseline and optimized are ready in the tiny presets
     assert page.get_by_text("not built yet").count() == 0
     assert page.get_by_text("Unknown variant 'pruned'").count() == 1  # not in the tiny preset: said in its column
-    bars = drawn_since(page, "#qa-bars", bars_before, BAR_PIXELS)
-    assert bars["baseline"] >= BAR_PIXELS and bars["optimized"] >= BAR_PIXELS  # a bar per variant that answered
-    assert abs(bars["pruned"]) < 100 and abs(bars["pruned-optimized"]) < 100  # not in the tiny presets: no bar
-    markers = drawn_since(page, "#qa-runs", markers_before, 1)
-    assert markers["baseline"] > 0 and markers["optimized"] > 0  # one marker each after the first run
-    assert abs(markers["pruned"]) < 20 and abs(markers["pruned-optimized"]) < 20
+    bars = marks(page, "#qa-bars")  # the latest run: one visible bar per variant that answered
+    assert bars == {"baseline": 1, "optimized": 1, "pruned": 0, "pruned-optimized": 0}, bars
+    points = marks(page, "#qa-runs")  # the visitor's history: one marker each after the first run
+    assert points == {"baseline": 1, "optimized": 1, "pruned": 0, "pruned-optimized": 0}, points
     page.screenshot(path=str(tmp_path / "qa.png"), full_page=True)
 
 

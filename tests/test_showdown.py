@@ -86,7 +86,7 @@ def test_status_shows_the_steps_built_and_the_rejected_recipe_in_one_line(tiny_q
     assert detail.startswith("onnxruntime; export-onnx (optimum, task question-answering) → graph-optimize (level 2)")
     assert "quantize-dynamic-int8" not in detail and "\n" not in detail
     assert detail.endswith("; rejected dynamic INT8 per channel, fp32 ffn_output: agrees with its PyTorch source on "
-                           "50.0% of QA answers (gate ≥ 98.0%)")
+                           "50.0% of answerable questions' forced spans (gate ≥ 98.0%)")
     summary = next(line for line in showdown.summary() if line.startswith("qa/optimized"))
     assert summary.startswith("qa/optimized: ready, ") and "agree 100.0%" in summary and "rejected dynamic INT8" in summary
 
