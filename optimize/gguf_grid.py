@@ -169,11 +169,13 @@ def dequantize(init: NBitsInitializers) -> np.ndarray:
 
 
 def matmul_nbits_nodes(init: NBitsInitializers, x: str, y: str, prefix: str, accuracy_level: int = 0,
-                       rank: int = 3, min_term: bool = True) -> tuple[list, list]:
+                       rank: int = 3, min_term: bool = True, block_sums: str | None = None) -> tuple[list, list]:
     """ONNX nodes and initializers computing y = x @ W.T: MatMulNBits on d·(q − zp), then for Q4_1
     + ReduceSum(x in blocks of 32) @ minimums_t. `rank` is x's rank (the block reshape keeps its
-    leading dims). `min_term=False` leaves the minimum out (the benchmark's float-zero-point form
-    folds it into the zero points instead)."""
+    leading dims). `block_sums`: the name of x's block sums already computed for another weight
+    with the same input (gate and up); otherwise they are computed here as f"{prefix}/block_sums".
+    `min_term=False` leaves the minimum out (the benchmark's float-zero-point form folds it into
+    the zero points instead)."""
     from onnx import helper, numpy_helper
 
     names = {key: f"{prefix}/{key}" for key in ("B", "scales", "zero_points", "minimums_t", "shape", "axes")}
@@ -185,13 +187,16 @@ def matmul_nbits_nodes(init: NBitsInitializers, x: str, y: str, prefix: str, acc
                               name=f"{prefix}/MatMulNBits", domain="com.microsoft", K=init.K, N=init.N,
                               bits=init.bits, block_size=BLOCK, accuracy_level=accuracy_level)]
     if with_min:
-        initializers += [numpy_helper.from_array(init.minimums_t, names["minimums_t"]),
-                         numpy_helper.from_array(np.array([0] * (rank - 1) + [init.K // BLOCK, BLOCK], np.int64), names["shape"]),
-                         numpy_helper.from_array(np.array([-1], np.int64), names["axes"])]
-        nodes += [helper.make_node("Reshape", [x, names["shape"]], [f"{prefix}/blocks"], name=f"{prefix}/Reshape"),
-                  helper.make_node("ReduceSum", [f"{prefix}/blocks", names["axes"]], [f"{prefix}/block_sums"],
-                                   name=f"{prefix}/ReduceSum", keepdims=0),
-                  helper.make_node("MatMul", [f"{prefix}/block_sums", names["minimums_t"]], [f"{prefix}/min_term"],
+        initializers.append(numpy_helper.from_array(init.minimums_t, names["minimums_t"]))
+        if block_sums is None:
+            block_sums = f"{prefix}/block_sums"
+            initializers += [numpy_helper.from_array(np.array([0] * (rank - 1) + [init.K // BLOCK, BLOCK], np.int64),
+                                                     names["shape"]),
+                             numpy_helper.from_array(np.array([-1], np.int64), names["axes"])]
+            nodes += [helper.make_node("Reshape", [x, names["shape"]], [f"{prefix}/blocks"], name=f"{prefix}/Reshape"),
+                      helper.make_node("ReduceSum", [f"{prefix}/blocks", names["axes"]], [block_sums],
+                                       name=f"{prefix}/ReduceSum", keepdims=0)]
+        nodes += [helper.make_node("MatMul", [block_sums, names["minimums_t"]], [f"{prefix}/min_term"],
                                    name=f"{prefix}/MinMatMul"),
                   helper.make_node("Add", [product, f"{prefix}/min_term"], [y], name=f"{prefix}/Add")]
     return nodes, initializers
