@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("--variant", default="optimized", help="variant to build (default optimized)")
     build.add_argument("--force", action="store_true", help="rebuild even when the manifest is up to date")
     build.add_argument("--no-eval", action="store_true", help="skip the accuracy measurement")
-    build.add_argument("--recipe", choices=("int8", "fp32", "gguf-q4", "gguf-q4-acc0"),
+    build.add_argument("--recipe", choices=("int8", "fp32", "gguf-q4", "gguf-q4-int8"),
                        help="one explicit ONNX recipe instead of the default ladder (gguf-q4*: a GGUF source's own weights)")
     build.add_argument("--allow-missed-gates", action="store_true",
                        help="publish a variant that misses an accuracy gate, recording the miss (default: fail)")

@@ -105,9 +105,10 @@ def fp32_nodes(source: Path, keep_fp32: tuple[str, ...], attention_layers: list[
 def named_recipe(task: str, name: str) -> OnnxRecipe:
     """`build --recipe`: "int8" (QA: dynamic W8A8 per-channel on every MatMul; generation: the default), "fp32",
     or (generation from a GGUF, opt-in until measured) "gguf-q4": the GGUF's own Q4_1 / Q8_0 weights, bit-exact,
-    with int8 compute (MatMulNBits accuracy level 4); "gguf-q4-acc0": the same weights with fp32 compute."""
+    with fp32 compute (MatMulNBits accuracy level 0: PyTorch's greedy tokens on the prompts tried); "gguf-q4-int8":
+    the same weights with int8 compute (level 4: 89% teacher-forced agreement, reports/gguf-grid-kernels.md)."""
     if name.startswith("gguf-q4"):
-        return OnnxRecipe(exporter="gguf-grid", weight_only_bits=4, block_size=32, quantize=name == "gguf-q4")
+        return OnnxRecipe(exporter="gguf-grid", weight_only_bits=4, block_size=32, quantize=name == "gguf-q4-int8")
     if name == "fp32":
         return OnnxRecipe(quantize=False, exporter="genai-builder" if task == "generation" else "optimum")
     if task == "qa":

@@ -90,8 +90,9 @@ def test_graft_refuses_a_grid_that_is_not_the_graphs_weights(grid_llama, fp32_gr
 
 def test_gguf_recipe_is_opt_in(generation_preset):
     """`--recipe gguf-q4` names it; the default and the ladder are untouched; a non-GGUF source is refused."""
-    assert named_recipe("generation", "gguf-q4") == OnnxRecipe(exporter="gguf-grid", weight_only_bits=4, block_size=32)
-    assert not named_recipe("generation", "gguf-q4-acc0").quantize
+    assert named_recipe("generation", "gguf-q4") == OnnxRecipe(exporter="gguf-grid", weight_only_bits=4, block_size=32,
+                                                                quantize=False)  # fp32 compute
+    assert named_recipe("generation", "gguf-q4-int8").quantize  # int8 compute (accuracy level 4)
     assert default_recipe("generation").exporter == "genai-builder"
     with pytest.raises(VariantUnavailable, match="GGUF"):
         gguf_graft.gguf_file(generation_preset, "optimized")
@@ -107,7 +108,7 @@ def test_builder_names_map_to_transformers_weights():
 
 
 def test_int8_compute_graph_runs_close(grid_llama, fp32_graph, tmp_path):
-    """Accuracy level 4 (the `gguf-q4` default): same weights, activations rounded to int8 per block."""
+    """Accuracy level 4 (`gguf-q4-int8`): same weights, activations rounded to int8 per block."""
     model, _, grid = grid_llama
     grafted = tmp_path / "int8-compute"
     shutil.copytree(fp32_graph.parent, grafted)
@@ -119,7 +120,7 @@ def test_int8_compute_graph_runs_close(grid_llama, fp32_graph, tmp_path):
 
 
 def test_build_with_the_gguf_recipe(grid_llama, monkeypatch):
-    """`build --recipe gguf-q4-acc0` end to end on the tiny preset, its GGUF stood in for by the grid."""
+    """`build --recipe gguf-q4` end to end on the tiny preset, its GGUF stood in for by the grid."""
     import json
 
     from optimize.build import build_onnx
@@ -129,7 +130,7 @@ def test_build_with_the_gguf_recipe(grid_llama, monkeypatch):
     monkeypatch.setattr(gguf_graft, "gguf_file", lambda preset, variant: baseline / "tiny.gguf")
     monkeypatch.setattr(gguf_grid, "read_grid", lambda path: grid)
     preset = tiny_preset("generation", baseline, name="tiny-gguf-grid")
-    target = build_onnx(preset, "optimized", recipe=named_recipe("generation", "gguf-q4-acc0"), evaluate=False)
+    target = build_onnx(preset, "optimized", recipe=named_recipe("generation", "gguf-q4"), evaluate=False)
     steps = json.loads((target / "manifest.json").read_text())["steps"]
     assert any("tiny.gguf as they are, bit-exact" in step and "accuracy level 0" in step for step in steps)
     ids = torch.tensor([[101, 2023, 2003, 102]])
