@@ -57,13 +57,17 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--no-app", action="store_true", help="skip the gradio_client round trip")
     bench.add_argument("--output", type=Path, help="folder for bench.json / bench.md (default reports/)")
 
+    grid_bench = stages.add_parser("gguf-grid-bench", help="MatMulNBits forms of a Q4_1 GGUF weight vs fp32 MatMul (reports/)")
+    grid_bench.add_argument("--rounds", type=int, help="timed calls per variant (default 200)")
+
     build = stages.add_parser("build", help="build variants: ONNX export, graph optimization, INT8/FP16")
     build.add_argument("--task", choices=("qa", "generation"), required=True)
     build.add_argument("--preset", help="catalog preset (default: the task's offline default)")
     build.add_argument("--variant", default="optimized", help="variant to build (default optimized)")
     build.add_argument("--force", action="store_true", help="rebuild even when the manifest is up to date")
     build.add_argument("--no-eval", action="store_true", help="skip the accuracy measurement")
-    build.add_argument("--recipe", choices=("int8", "fp32"), help="one explicit ONNX recipe instead of the default ladder")
+    build.add_argument("--recipe", choices=("int8", "fp32", "gguf-q4", "gguf-q4-int8"),
+                       help="one explicit ONNX recipe instead of the default ladder (gguf-q4*: a GGUF source's own weights)")
     build.add_argument("--allow-missed-gates", action="store_true",
                        help="publish a variant that misses an accuracy gate, recording the miss (default: fail)")
 
@@ -168,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.no_app:
             config = replace(config, app=False)
         bench_run(config, tuple(args.task or ("qa", "generation")), **({"output": args.output} if args.output else {}))
+    elif args.stage == "gguf-grid-bench":
+        from optimize.gguf_grid_bench import GridBenchConfig
+        from optimize.gguf_grid_bench import run as grid_bench_run
+        grid_bench_run(replace(GridBenchConfig(), rounds=args.rounds) if args.rounds else GridBenchConfig())
     elif args.stage == "push":
         from optimize.push import push as push_variants
         for repo in push_variants(args.repo_prefix, private=args.private):

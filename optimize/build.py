@@ -42,7 +42,8 @@ class OnnxRecipe:
     weight_only_bits: int | None = None  # MatMulNBits weight-only INT8 instead of dynamic W8A8
     block_size: int = 32  # MatMulNBits block
     opset: int | None = None
-    exporter: str = "optimum"  # or "genai-builder": ONNX Runtime GenAI's model builder (decoders)
+    exporter: str = "optimum"  # or "genai-builder": ONNX Runtime GenAI's model builder (decoders); or "gguf-grid":
+    # the builder's fp32 graph with the source GGUF's own 4/8-bit weights (optimize/gguf_graft.py; `quantize`: int8 compute)
     keep_fp32: tuple[str, ...] = ()  # MatMuls left fp32: genai-builder "attention", "lm_head"; optimum "ffn_output"
     smooth_alpha: float | None = None  # genai-builder INT8: SmoothQuant the MLPs first (optimize/smooth.py)
     smooth_attention: bool = False  # ... and the attention projections too
@@ -103,7 +104,12 @@ def fp32_nodes(source: Path, keep_fp32: tuple[str, ...], attention_layers: list[
 
 
 def named_recipe(task: str, name: str) -> OnnxRecipe:
-    """`build --recipe`: "int8" (QA: dynamic W8A8 per-channel on every MatMul; generation: the default) or "fp32"."""
+    """`build --recipe`: "int8" (QA: dynamic W8A8 per-channel on every MatMul; generation: the default), "fp32",
+    or (generation from a GGUF, opt-in until measured) "gguf-q4": the GGUF's own Q4_1 / Q8_0 weights, bit-exact,
+    with fp32 compute (MatMulNBits accuracy level 0: PyTorch's greedy tokens on the prompts tried); "gguf-q4-int8":
+    the same weights with int8 compute (level 4: 89% teacher-forced agreement, reports/gguf-grid-kernels.md)."""
+    if name.startswith("gguf-q4"):
+        return OnnxRecipe(exporter="gguf-grid", weight_only_bits=4, block_size=32, quantize=name == "gguf-q4-int8")
     if name == "fp32":
         return OnnxRecipe(quantize=False, exporter="genai-builder" if task == "generation" else "optimum")
     if task == "qa":
@@ -331,7 +337,9 @@ def _build_onnx_once(preset: Preset, variant_name: str, recipe: OnnxRecipe, sour
     steps = []
     with atomic_dir(target) as staging:
         work = staging / "work"
-        if recipe.exporter == "genai-builder":
+        if recipe.exporter == "gguf-grid":
+            current = _gguf_grid_steps(preset, variant_name, source, work, recipe, cuda, steps, progress)
+        elif recipe.exporter == "genai-builder":
             with stage(progress, f"{preset.name}/{variant_name}: ONNX Runtime GenAI model builder (fused graph, "
                                  f"{'INT8 weights' if recipe.quantize else 'fp32'})"):
                 current, fp32_layers = genai_build(source, work / "genai", recipe, cuda)
@@ -341,10 +349,11 @@ def _build_onnx_once(preset: Preset, variant_name: str, recipe: OnnxRecipe, sour
                        + (f", {'MLPs + attention' if recipe.smooth_attention else 'MLPs'} SmoothQuant α={recipe.smooth_alpha}"
                           if recipe.smooth_alpha else "") if recipe.quantize else "fp32")
             steps.append(f"export+fuse+quantize (onnxruntime-genai model builder: GroupQueryAttention, {weights})")
-            add_logits_to_keep(current)
-            steps.append("logits_to_keep input: the LM head runs on the last position only when decoding")
         else:
             current = _optimum_steps(source, work, preset, variant, recipe, cuda, steps, progress)
+        if recipe.exporter != "optimum":
+            add_logits_to_keep(current)
+            steps.append("logits_to_keep input: the LM head runs on the last position only when decoding")
         for path in current.parent.iterdir():
             if path.name.startswith(ONNX_FILE):
                 shutil.move(path, staging / path.name)
@@ -362,6 +371,24 @@ def _build_onnx_once(preset: Preset, variant_name: str, recipe: OnnxRecipe, sour
                        inputs=inputs, size_bytes=size_bytes(staging), preset=preset.name, variant=variant_name)
     progress(f"{preset.name}/{variant_name}: ready ({size_bytes(target) / 1e6:.1f} MB) {json.dumps(metrics)}")
     return target
+
+
+def _gguf_grid_steps(preset: Preset, variant_name: str, source: Path, work: Path, recipe: OnnxRecipe, cuda: bool,
+                     steps: list[str], progress: Progress) -> Path:
+    """The builder's fp32 graph, then every weight back on the source GGUF's grid (optimize/gguf_graft.py)."""
+    from optimize import gguf_graft
+    from optimize.gguf_grid import read_grid
+
+    if cuda:
+        raise ValueError("the gguf-grid recipe is CPU-only (MatMulNBits with a minimum term)")
+    gguf = gguf_graft.gguf_file(preset, variant_name)
+    progress(f"{preset.name}/{variant_name}: ONNX Runtime GenAI model builder (fp32), then {gguf.name}'s own weights")
+    current, _ = genai_build(source, work / "genai", OnnxRecipe(quantize=False, exporter="genai-builder"), cuda)
+    level = 4 if recipe.quantize else 0
+    counts = gguf_graft.graft(current, read_grid(gguf), accuracy_level=level)
+    steps.append(f"export+fuse (onnxruntime-genai model builder, fp32: GroupQueryAttention), then the weights of {gguf.name} "
+                 f"as they are, bit-exact: {', '.join(f'{n} {kind}' for kind, n in counts.items())}; accuracy level {level}")
+    return current
 
 
 def _optimum_steps(source: Path, work: Path, preset: Preset, variant, recipe: OnnxRecipe, cuda: bool,

@@ -1,0 +1,202 @@
+"""A GGUF checkpoint's own quantization grid, laid out for ONNX Runtime's MatMulNBits.
+
+Why: the baseline SmolLM2 is dequantized from a Q4_1 GGUF, so its weights already sit on a 4-bit
+grid. Re-quantizing that fp32 copy (the default recipe) loses precision a second time; carrying the
+GGUF's codes, scales and minimums over as they are loses nothing. Q4_1 (blocks of 32 along the
+input dimension: w = d·q + m, q in 0..15) becomes 4-bit MatMulNBits with zero point 0, so that the
+kernel computes x·(d·q), plus the minimum term (the activations' 32-wide block sums times m, K/32
+columns); Q8_0 (w = d·q, q in −128..127) becomes 8-bit MatMulNBits with zero point 128. Both are
+exact: `dequantize` of the initializers gives transformers' fp32 weights bit for bit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+BLOCK = 32  # Q4_1 and Q8_0 blocks: 32 weights along the input dimension
+# llama.cpp's tensor names (blk.N.<name>.weight) → transformers' (model.layers.N.<name>.weight)
+LLAMA_NAMES = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+               "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+               "ffn_down": "mlp.down_proj"}
+
+
+@dataclass(frozen=True)
+class GridWeight:
+    """One linear weight [N out, K in] on its GGUF grid: w[n, k] = scales[n, k // 32] · (codes[n, k] −
+    zero_point) + minimums[n, k // 32] (no minimum for Q8_0)."""
+
+    name: str  # transformers' parameter name
+    bits: int  # 4 (Q4_1) or 8 (Q8_0)
+    codes: np.ndarray  # uint8 [N, K]
+    scales: np.ndarray  # float32 [N, K / 32] (fp16 in the file: exact in fp32)
+    minimums: np.ndarray | None  # float32 [N, K / 32], Q4_1 only
+    zero_point: int  # 0 for Q4_1 (the minimum is a separate term), 128 for Q8_0 (signed codes)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.codes.shape
+
+    def dequantize(self) -> np.ndarray:
+        """fp32 [N, K] in gguf's own arithmetic order ((d·q) + m, fp32), hence bit for bit its result."""
+        blocks = self.codes.reshape(self.shape[0], -1, BLOCK).astype(np.float32) - np.float32(self.zero_point)
+        weight = self.scales[..., None] * blocks
+        if self.minimums is not None:
+            weight = weight + self.minimums[..., None]
+        return weight.reshape(self.shape)
+
+    def rows(self, order: np.ndarray) -> GridWeight:
+        """The same weight with its output rows reordered (Q/K un-permutation, fused projections)."""
+        return GridWeight(self.name, self.bits, self.codes[order], self.scales[order],
+                          None if self.minimums is None else self.minimums[order], self.zero_point)
+
+
+@dataclass(frozen=True)
+class NBitsInitializers:
+    """MatMulNBits' inputs for one weight, plus the minimum term's [K / 32, N] matrix (Q4_1)."""
+
+    packed: np.ndarray  # B: uint8 [N, K / 32, 32 · bits / 8]
+    scales: np.ndarray  # float32 [N, K / 32]
+    zero_points: np.ndarray  # uint8: 4 bits [N, ceil(K / 64)] two per byte; 8 bits [N, K / 32]
+    minimums_t: np.ndarray | None  # float32 [K / 32, N]
+    bits: int
+    K: int
+    N: int
+
+
+def read_grid(gguf_path: Path) -> dict[str, GridWeight]:
+    """Every Q4_1 / Q8_0 tensor of a llama-architecture GGUF, under transformers' names and in its row
+    order: llama.cpp's converter permutes Q and K rows for its rotary layout and transformers' loader
+    un-permutes them, so the same permutation is undone here. A tied embedding also serves as lm_head."""
+    from gguf import GGMLQuantizationType, GGUFReader
+
+    reader = GGUFReader(gguf_path)
+    arch = reader.fields["general.architecture"].contents()
+    if arch != "llama":
+        raise NotImplementedError(f"GGUF grid recipe: architecture '{arch}' has no name map (llama only).")
+    heads = int(reader.fields["llama.attention.head_count"].contents())
+    kv_heads = int(reader.fields["llama.attention.head_count_kv"].contents())
+    grid = {}
+    for tensor in reader.tensors:
+        if tensor.tensor_type not in (GGMLQuantizationType.Q4_1, GGMLQuantizationType.Q8_0):
+            continue
+        name = hf_name(tensor.name)
+        weight = grid_weight(name, tensor.tensor_type.name, np.asarray(tensor.data), int(tensor.shape[0]))
+        if ".q_proj." in name or ".k_proj." in name:
+            weight = weight.rows(unpermute_order(weight.shape[0], heads if ".q_proj." in name else kv_heads))
+        grid[name] = weight
+    if "lm_head.weight" not in grid and "model.embed_tokens.weight" in grid:
+        grid["lm_head.weight"] = grid["model.embed_tokens.weight"]
+    return grid
+
+
+def hf_name(gguf_name: str) -> str:
+    """blk.3.attn_q.weight → model.layers.3.self_attn.q_proj.weight (llama)."""
+    if gguf_name == "token_embd.weight":
+        return "model.embed_tokens.weight"
+    if gguf_name == "output.weight":
+        return "lm_head.weight"
+    _, layer, part, suffix = gguf_name.split(".")
+    return f"model.layers.{layer}.{LLAMA_NAMES[part]}.{suffix}"
+
+
+def unpermute_order(rows: int, heads: int) -> np.ndarray:
+    """HF row i is GGUF row order[i]: the inverse of llama.cpp's per-head rotary interleave, written as
+    transformers' `_reverse_permute_weights` writes it (reshape heads, dim, 2 → swap → flatten)."""
+    return np.arange(rows).reshape(heads, rows // heads // 2, 2).swapaxes(1, 2).reshape(rows)
+
+
+def grid_weight(name: str, kind: str, data: np.ndarray, K: int) -> GridWeight:
+    """One weight from its GGUF bytes (uint8 [N, bytes per row]); `kind` "Q4_1" or "Q8_0"."""
+    return {"Q4_1": _q4_1, "Q8_0": _q8_0}[kind](name, data, K)
+
+
+def _q4_1(name: str, data: np.ndarray, K: int) -> GridWeight:
+    """Q4_1 block (20 bytes): fp16 d, fp16 m, 16 bytes; byte j holds weight j (low nibble) and j + 16 (high)."""
+    blocks = data.reshape(data.shape[0], K // BLOCK, 20)
+    d = blocks[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float32)
+    m = blocks[..., 2:4].copy().view(np.float16)[..., 0].astype(np.float32)
+    nibbles = blocks[..., 4:]
+    codes = np.concatenate([nibbles & 0x0F, nibbles >> 4], axis=-1).reshape(data.shape[0], K)
+    return GridWeight(name, 4, codes, d, m, zero_point=0)
+
+
+def _q8_0(name: str, data: np.ndarray, K: int) -> GridWeight:
+    """Q8_0 block (34 bytes): fp16 d, then 32 int8 codes; stored here as uint8 code + 128."""
+    blocks = data.reshape(data.shape[0], K // BLOCK, 34)
+    d = blocks[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float32)
+    codes = (blocks[..., 2:].view(np.int8).astype(np.int16) + 128).astype(np.uint8).reshape(data.shape[0], K)
+    return GridWeight(name, 8, codes, d, None, zero_point=128)
+
+
+def concat_rows(weights: list[GridWeight], name: str) -> GridWeight:
+    """Projections fused along N (q, k, v → qkv): blocks run along K, so rows stack as they are."""
+    if len({(w.bits, w.zero_point, w.minimums is None) for w in weights}) != 1:
+        raise ValueError(f"{name}: cannot fuse weights of different GGUF types")
+    minimums = None if weights[0].minimums is None else np.concatenate([w.minimums for w in weights])
+    return GridWeight(name, weights[0].bits, np.concatenate([w.codes for w in weights]),
+                      np.concatenate([w.scales for w in weights]), minimums, weights[0].zero_point)
+
+
+def to_matmul_nbits(weight: GridWeight) -> NBitsInitializers:
+    """MatMulNBits' layout: within a block, weight 2i in the low nibble of byte i and 2i + 1 in the high one."""
+    N, K = weight.shape
+    blocks = weight.codes.reshape(N, K // BLOCK, BLOCK)
+    if weight.bits == 4:
+        packed = (blocks[..., 0::2] | (blocks[..., 1::2] << 4)).astype(np.uint8)
+        zero_points = np.full((N, (K // BLOCK + 1) // 2), weight.zero_point * 0x11, dtype=np.uint8)
+    else:
+        packed = blocks.astype(np.uint8)
+        zero_points = np.full((N, K // BLOCK), weight.zero_point, dtype=np.uint8)
+    minimums_t = None if weight.minimums is None else np.ascontiguousarray(weight.minimums.T)
+    return NBitsInitializers(np.ascontiguousarray(packed), weight.scales.copy(), zero_points, minimums_t,
+                             weight.bits, K, N)
+
+
+def dequantize(init: NBitsInitializers) -> np.ndarray:
+    """fp32 [N, K] from the packed initializers alone (what the graph carries): d·(q − zp) (+ m)."""
+    blocks = init.K // BLOCK
+    if init.bits == 4:
+        codes = np.stack([init.packed & 0x0F, init.packed >> 4], axis=-1).reshape(init.N, blocks, BLOCK)
+        zp = np.stack([init.zero_points & 0x0F, init.zero_points >> 4], axis=-1).reshape(init.N, -1)[:, :blocks]
+    else:
+        codes, zp = init.packed, init.zero_points
+    weight = init.scales[..., None] * (codes.astype(np.float32) - zp[..., None].astype(np.float32))
+    if init.minimums_t is not None:
+        weight = weight + init.minimums_t.T[..., None]
+    return weight.reshape(init.N, init.K)
+
+
+def matmul_nbits_nodes(init: NBitsInitializers, x: str, y: str, prefix: str, accuracy_level: int = 0,
+                       rank: int = 3, min_term: bool = True, block_sums: str | None = None) -> tuple[list, list]:
+    """ONNX nodes and initializers computing y = x @ W.T: MatMulNBits on d·(q − zp), then for Q4_1
+    + ReduceSum(x in blocks of 32) @ minimums_t. `rank` is x's rank (the block reshape keeps its
+    leading dims). `block_sums`: the name of x's block sums already computed for another weight
+    with the same input (gate and up); otherwise they are computed here as f"{prefix}/block_sums".
+    `min_term=False` leaves the minimum out (the benchmark's float-zero-point form folds it into
+    the zero points instead)."""
+    from onnx import helper, numpy_helper
+
+    names = {key: f"{prefix}/{key}" for key in ("B", "scales", "zero_points", "minimums_t", "shape", "axes")}
+    initializers = [numpy_helper.from_array(init.packed, names["B"]), numpy_helper.from_array(init.scales, names["scales"]),
+                    numpy_helper.from_array(init.zero_points, names["zero_points"])]
+    with_min = min_term and init.minimums_t is not None
+    product = f"{prefix}/product" if with_min else y
+    nodes = [helper.make_node("MatMulNBits", [x, names["B"], names["scales"], names["zero_points"]], [product],
+                              name=f"{prefix}/MatMulNBits", domain="com.microsoft", K=init.K, N=init.N,
+                              bits=init.bits, block_size=BLOCK, accuracy_level=accuracy_level)]
+    if with_min:
+        initializers.append(numpy_helper.from_array(init.minimums_t, names["minimums_t"]))
+        if block_sums is None:
+            block_sums = f"{prefix}/block_sums"
+            initializers += [numpy_helper.from_array(np.array([0] * (rank - 1) + [init.K // BLOCK, BLOCK], np.int64),
+                                                     names["shape"]),
+                             numpy_helper.from_array(np.array([-1], np.int64), names["axes"])]
+            nodes += [helper.make_node("Reshape", [x, names["shape"]], [f"{prefix}/blocks"], name=f"{prefix}/Reshape"),
+                      helper.make_node("ReduceSum", [f"{prefix}/blocks", names["axes"]], [block_sums],
+                                       name=f"{prefix}/ReduceSum", keepdims=0)]
+        nodes += [helper.make_node("MatMul", [block_sums, names["minimums_t"]], [f"{prefix}/min_term"],
+                                   name=f"{prefix}/MinMatMul"),
+                  helper.make_node("Add", [product, f"{prefix}/min_term"], [y], name=f"{prefix}/Add")]
+    return nodes, initializers

@@ -1,0 +1,95 @@
+"""The GGUF grid recipe is exact: the MatMulNBits initializers built from the SmolLM2 GGUF's own codes,
+scales and minimums dequantize to the baseline's fp32 weights bit for bit, and a graph built from
+them computes x @ W.T to fp32 rounding. Real GGUF, no model build (~15 s: one transformers load)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from models.errors import VariantUnavailable
+from optimize import gguf_grid
+
+
+@pytest.fixture(scope="module")
+def gguf_path():
+    from models.sources import smollm2_gguf
+
+    try:
+        return smollm2_gguf()
+    except VariantUnavailable as error:
+        pytest.skip(str(error))
+
+
+@pytest.fixture(scope="module")
+def grid(gguf_path) -> dict[str, gguf_grid.GridWeight]:
+    return gguf_grid.read_grid(gguf_path)
+
+
+@pytest.fixture(scope="module")
+def baseline_weights(gguf_path) -> dict[str, np.ndarray]:
+    """What the baseline is: transformers' own GGUF loader, dequantized to fp32."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+    return {name: tensor.numpy() for name, tensor in model.state_dict().items()}
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.dtype == b.dtype == np.float32 and a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_codes_dequantize_as_gguf_does(gguf_path, grid):
+    """Nibble order and block layout, against gguf's own dequantize (tensors llama.cpp did not permute;
+    the Q8_0 embedding is checked against transformers, which dequantizes with gguf, below)."""
+    from gguf import GGUFReader, dequantize
+
+    tensors = {t.name: t for t in GGUFReader(gguf_path).tensors}
+    for name in ("blk.0.ffn_down.weight", "blk.7.attn_v.weight", "blk.29.attn_output.weight", "blk.12.ffn_gate.weight"):
+        expected = dequantize(tensors[name].data, tensors[name].tensor_type)
+        assert same_bits(grid[gguf_grid.hf_name(name)].dequantize(), expected), name
+
+
+def test_initializers_are_the_baseline_weights_bit_for_bit(grid, baseline_weights):
+    """Every quantized weight (Q4_1 projections with Q and K un-permuted, the Q8_0 embedding and
+    the tied LM head), dequantized from the packed MatMulNBits initializers alone."""
+    assert len(grid) == 30 * 7 + 2
+    for name, weight in grid.items():
+        initializers = gguf_grid.to_matmul_nbits(weight)
+        assert initializers.bits == (8 if name in ("model.embed_tokens.weight", "lm_head.weight") else 4)
+        assert same_bits(gguf_grid.dequantize(initializers), baseline_weights[name]), name
+
+
+def run_graph(initializers: gguf_grid.NBitsInitializers, x: np.ndarray, accuracy_level: int = 0) -> np.ndarray:
+    import onnxruntime
+    from onnx import TensorProto, helper
+
+    nodes, tensors = gguf_grid.matmul_nbits_nodes(initializers, "x", "y", "w", accuracy_level, rank=x.ndim)
+    graph = helper.make_graph(nodes, "one-weight", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], tensors)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 10
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x})[0]
+
+
+@pytest.mark.parametrize("name", ["model.layers.3.mlp.down_proj.weight", "model.layers.5.self_attn.k_proj.weight",
+                                  "lm_head.weight"])
+def test_matmul_nbits_graph_computes_the_fp32_product(grid, baseline_weights, name):
+    """Accuracy level 0 (fp32 compute) on [batch, sequence, K] activations: within fp32 rounding of
+    x @ W.T — bounded by 2e-5 · (|x| @ |W|.T), far below any re-quantization error (~1e-2 relative)."""
+    weight = baseline_weights[name]
+    x = np.random.default_rng(0).standard_normal((1, 5, weight.shape[1])).astype(np.float32)
+    y = run_graph(gguf_grid.to_matmul_nbits(grid[name]), x)
+    exact = x.astype(np.float64) @ weight.T.astype(np.float64)
+    bound = 2e-5 * (np.abs(x).astype(np.float64) @ np.abs(weight.T).astype(np.float64))
+    assert y.shape == exact.shape
+    assert np.all(np.abs(y - exact) <= bound), float(np.max(np.abs(y - exact) / bound))
+
+
+def test_unpermute_inverts_llama_cpp_rotary_permute():
+    """llama.cpp's convert_hf_to_gguf `permute` (reshape heads, 2, dim/2 → swap) and ours compose to identity."""
+    rows, heads = 576, 9
+    permuted = np.arange(rows).reshape(heads, 2, rows // heads // 2).swapaxes(1, 2).reshape(rows)
+    assert np.array_equal(permuted[gguf_grid.unpermute_order(rows, heads)], np.arange(rows))
