@@ -66,7 +66,7 @@ def measure(showdown: Showdown, variant: str, tokens: int, rounds: int, gap_s: f
                 "fresh thread": lambda: _on_fresh_thread(
                     lambda: qa.answer(runner, QA_QUESTION, context)["latency_ms"]["total"]),
                 "showdown": lambda: showdown.answer(context, QA_QUESTION, variant)["latency_ms"]["total"],
-                "app /qa": lambda: http_api_call(http, "qa", [context, QA_QUESTION, variant])["latency_ms"]["total"],
+                "app /qa": lambda: http_api_call(http, "qa", [context, QA_QUESTION, variant, False])["latency_ms"]["total"],
             }
             for call in ways.values():  # warm-up
                 call()
