@@ -1,0 +1,81 @@
+"""Do concurrent visitors distort each other's timings? The running app's own compute time
+(`latency_ms.total`) and wait (`latency_ms.wait`) for one QA variant, first with one client, then
+with N clients at once (each its own gradio_client), on the same ~384-token input.
+
+    python scripts/measure_concurrency.py --variant pruned-optimized --clients 4 --calls 10
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+
+def _serve() -> tuple[subprocess.Popen, str]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "SHOWDOWN_BUILD": "0", "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port)}
+    server = subprocess.Popen([sys.executable, "app.py"], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    for line in server.stdout:  # the server's own "Running on" line
+        if "Running on local URL" in line:
+            break
+    threading.Thread(target=lambda: [None for _ in server.stdout], daemon=True).start()
+    return server, f"http://127.0.0.1:{port}/"
+
+
+def _calls(url: str, context: str, question: str, variant: str, calls: int, out: list) -> None:
+    from gradio_client import Client
+
+    client = Client(url, verbose=False, download_files=False)
+    client.predict(context, question, variant, api_name="/qa")  # warm-up, not counted
+    for _ in range(calls):
+        latency = client.predict(context, question, variant, api_name="/qa")["latency_ms"]
+        out.append((latency["total"], latency.get("wait", 0.0)))
+
+
+def main() -> None:
+    from models.showdown import Showdown
+    from optimize.report import QA_QUESTION, qa_context
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--variant", default="pruned-optimized")
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--calls", type=int, default=10, help="per client")
+    args = parser.parse_args()
+    context = qa_context(Showdown.from_environment().runner("qa", "baseline").tokenizer, 384)
+    server, url = _serve()
+    try:
+        rows = []
+        for clients in (1, args.clients):
+            results: list[tuple[float, float]] = []
+            threads = [threading.Thread(target=_calls, args=(url, context, QA_QUESTION, args.variant, args.calls, results))
+                       for _ in range(clients)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            totals, waits = [r[0] for r in results], [r[1] for r in results]
+            rows.append((clients, statistics.median(totals), statistics.median(waits), max(waits), len(results)))
+        base = rows[0][1]
+        print(f"**QA {args.variant}, ~384 tokens, {args.calls} calls per client** ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})\n")
+        print("| clients | compute p50 (ms) | vs 1 client | wait p50 (ms) | wait max (ms) | calls |\n|---|---|---|---|---|---|")
+        for clients, total, wait, wait_max, n in rows:
+            print(f"| {clients} | {total:.1f} | {total / base:.2f}x | {wait:.1f} | {wait_max:.1f} | {n} |")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
