@@ -43,10 +43,10 @@ def qa_accuracy(runner: Runner, held_out: HeldOut) -> dict:
 
 def qa_against(metrics: dict, reference: dict) -> dict:
     """A QA variant's metrics beside its source's, as the gates read them."""
-    metrics = dict(metrics)
+    from optimize.gates import beside_reference
+
+    metrics = beside_reference(metrics, reference)
     metrics["agreement_pct"] = round(evaluate_qa.span_agreement(metrics.pop("_spans"), reference["_spans"]), 2)
-    metrics["reference_overall_f1"] = reference["overall_f1"]
-    metrics["reference_forced_f1"] = reference["forced_f1"]
     return metrics
 
 
@@ -162,7 +162,8 @@ def measure(preset: Preset, directory: Path, variant_name: str, reference: Path)
 
     if preset.task == "generation":
         return generation_accuracy(runner, reference, load_reference)
-    if test_examples() is None:
+    if not squad.DEFAULT_SQUAD_PATH.exists():  # HeldOut.load reads it once
+        log.warning("SQuAD data not found at %s: accuracy not measured", squad.DEFAULT_SQUAD_PATH)
         return {"note": "SQuAD data not found: accuracy not measured"}
     held_out = HeldOut.load()
     metrics = qa_accuracy(runner, held_out)

@@ -13,6 +13,7 @@ the two outside contenders. Writes reports/bench.json and reports/bench.md.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -21,7 +22,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -230,10 +231,25 @@ def bench_generation(showdown: Showdown, config: BenchConfig) -> list[Result]:
 
 # --- the app through gradio_client ------------------------------------------------------------------
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def app_process() -> Iterator[tuple[str, subprocess.Popen]]:
+    """`python app.py` with no background builds on a free loopback port, for the block: the
+    bench's round trips and the scripts that time or photograph the real app share this one."""
+    port = free_port()
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", "SHOWDOWN_BUILD": "0"}
+    server = subprocess.Popen([sys.executable, "app.py"], cwd=REPO_ROOT, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield f"http://127.0.0.1:{port}/", server
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 FLOOR = "app (gradio_client), /variants"
@@ -248,13 +264,8 @@ def bench_app(variant: str, context: str, config: BenchConfig) -> tuple[list[Res
     (no model) shows the client's own floor."""
     import httpx
 
-    port = _free_port()
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", "SHOWDOWN_BUILD": "0"}
-    server = subprocess.Popen([sys.executable, "app.py"], cwd=REPO_ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}/"
-    try:
-        client = _connect(base, server)
+    with app_process() as (base, server):
+        client = connect(base, server)
         with httpx.Client(base_url=base, timeout=60) as http:
             callers = {"app (gradio_client)": lambda: client.predict(context, QA_QUESTION, variant, api_name="/qa"),
                        "app (HTTP API, keep-alive)": lambda: http_api_call(http, "qa", [context, QA_QUESTION, variant, False]),
@@ -272,9 +283,6 @@ def bench_app(variant: str, context: str, config: BenchConfig) -> tuple[list[Res
                                       percentile(trips, 50), percentile(trips, 95), answer=calls[-1][1]["answer"],
                                       notes=f"overhead p50 {overheads[contender]:.1f} ms, p95 {percentile(extra, 95):.1f} ms"))
         return results, overheads
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def http_api_call(http, api_name: str, data: list) -> dict:
@@ -293,7 +301,8 @@ def http_api_call(http, api_name: str, data: list) -> dict:
     raise RuntimeError("the app closed the event stream without a result")
 
 
-def _connect(url: str, server: subprocess.Popen, timeout_s: float = 120):
+def connect(url: str, server: subprocess.Popen, timeout_s: float = 120):
+    """A gradio_client Client once the app answers (it fails fast if the server exited)."""
     from gradio_client import Client
 
     deadline = time.monotonic() + timeout_s

@@ -46,9 +46,18 @@ def failures(task: str, runtime: str, metrics: dict, gates: Gates = Gates()) -> 
     return missed
 
 
+QA_GATED = ("overall_f1", "forced_f1")  # SQuAD 2.0 F1 (tuned threshold) and forced-span F1
+
+
+def beside_reference(metrics: dict, reference: dict) -> dict:
+    """A QA variant's metrics with its reference's gated measures as `reference_<name>`, as
+    `failures` reads them (the source for an export, the baseline for a pruned model)."""
+    return {**metrics, **{f"reference_{key}": reference[key] for key in QA_GATED}}
+
+
 def _qa_drops(metrics: dict, allowed: float, reference: str) -> list[str]:
     missed = []
-    for label, key in (("SQuAD 2.0 F1", "overall_f1"), ("forced-span F1", "forced_f1")):
+    for label, key in zip(("SQuAD 2.0 F1", "forced-span F1"), QA_GATED):
         if f"reference_{key}" in metrics and key in metrics:
             drop = metrics[f"reference_{key}"] - metrics[key]
             if drop > allowed:

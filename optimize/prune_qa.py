@@ -206,10 +206,9 @@ def publish_if_gated(staging: Path, published: Path, baseline_dir: Path, result:
     import json
     import shutil
 
-    from optimize.gates import check
+    from optimize.gates import beside_reference, check
 
     baseline = json.loads((Path(baseline_dir) / "training.json").read_text())["held_out"]
-    metrics = {**result["held_out"], "reference_overall_f1": baseline["overall_f1"], "reference_forced_f1": baseline["forced_f1"]}
-    check(str(published), "qa", "torch", metrics)
+    check(str(published), "qa", "torch", beside_reference(result["held_out"], baseline))
     shutil.rmtree(published, ignore_errors=True)
     Path(staging).rename(published)

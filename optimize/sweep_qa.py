@@ -66,7 +66,7 @@ def run(baseline_dir: Path = Path("weights/qa-minilm-squad2"), config: TrainConf
 def recovered(candidates: list[Path], baseline_dir: Path = Path("weights/qa-minilm-squad2")) -> list[dict]:
     import json
 
-    from optimize.gates import failures
+    from optimize.gates import beside_reference, failures
     from optimize.prune_qa import load_baseline as load
 
     baseline = json.loads((baseline_dir / "training.json").read_text())["held_out"]
@@ -75,8 +75,7 @@ def recovered(candidates: list[Path], baseline_dir: Path = Path("weights/qa-mini
         training = json.loads((directory / "training.json").read_text())
         metrics, prune_config = training["held_out"], training.get("prune")
         model = load(directory).eval()
-        missed = failures("qa", "torch", {**metrics, "reference_overall_f1": baseline["overall_f1"],
-                                          "reference_forced_f1": baseline["forced_f1"]}) if prune_config else []
+        missed = failures("qa", "torch", beside_reference(metrics, baseline)) if prune_config else []
         rows.append({
             "candidate": (f"{prune_config['heads_kept']} heads / {prune_config['ffn_kept']} FFN"
                           + (f" / {prune_config['layers_dropped']} layer(s) dropped" if prune_config.get("layers_dropped") else "")

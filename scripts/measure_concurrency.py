@@ -7,10 +7,7 @@ with N clients at once (each its own gradio_client), on the same ~384-token inpu
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -18,20 +15,6 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
-
-
-def _serve() -> tuple[subprocess.Popen, str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = {**os.environ, "SHOWDOWN_BUILD": "0", "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port)}
-    server = subprocess.Popen([sys.executable, "app.py"], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-    for line in server.stdout:  # the server's own "Running on" line
-        if "Running on local URL" in line:
-            break
-    threading.Thread(target=lambda: [None for _ in server.stdout], daemon=True).start()
-    return server, f"http://127.0.0.1:{port}/"
 
 
 def _calls(url: str, context: str, question: str, variant: str, calls: int, out: list) -> None:
@@ -46,6 +29,7 @@ def _calls(url: str, context: str, question: str, variant: str, calls: int, out:
 
 def main() -> None:
     from models.showdown import Showdown
+    from optimize.bench import app_process, connect
     from optimize.report import QA_QUESTION, qa_context
 
     parser = argparse.ArgumentParser(description=__doc__)
@@ -54,8 +38,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=10, help="per client")
     args = parser.parse_args()
     context = qa_context(Showdown.from_environment().runner("qa", "baseline").tokenizer, 384)
-    server, url = _serve()
-    try:
+    with app_process() as (url, server):
+        connect(url, server)  # listening
         rows = []
         for clients in (1, args.clients):
             results: list[tuple[float, float]] = []
@@ -72,9 +56,6 @@ def main() -> None:
         print("| clients | compute p50 (ms) | vs 1 client | wait p50 (ms) | wait max (ms) | calls |\n|---|---|---|---|---|---|")
         for clients, total, wait, wait_max, n in rows:
             print(f"| {clients} | {total:.1f} | {total / base:.2f}x | {wait:.1f} | {wait_max:.1f} | {n} |")
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 if __name__ == "__main__":

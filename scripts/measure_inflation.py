@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import socket
 import sys
 import threading
 import time
@@ -41,23 +40,17 @@ def _on_fresh_thread(call: Callable[[], float]) -> float:
     return out[0]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def measure(showdown: Showdown, variant: str, tokens: int, rounds: int, gap_s: float) -> dict[str, list[float]]:
     """Milliseconds per call, per way of calling; the app is served from this process."""
     import httpx
 
     from app import serve
-    from optimize.bench import http_api_call
+    from optimize.bench import free_port, http_api_call
     from optimize.report import QA_QUESTION, qa_context
 
     runner = showdown.runner("qa", variant)
     context = qa_context(runner.tokenizer, tokens)
-    port = _free_port()
+    port = free_port()
     demo = serve(showdown, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}/", timeout=120) as http:

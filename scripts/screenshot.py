@@ -9,9 +9,7 @@ column shows its timing and the bars are drawn, save the page.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -20,12 +18,6 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def ready_qa_variants(url: str, server: subprocess.Popen | None, timeout_s: float) -> list[str]:
@@ -71,19 +63,14 @@ def main() -> None:
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for the app")
     args = parser.parse_args()
-    server = None
-    url = args.url
-    if not url:
-        port = _free_port()
-        env = {**os.environ, "SHOWDOWN_BUILD": "0", "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port)}
-        server = subprocess.Popen([sys.executable, "app.py"], cwd=REPO_ROOT, env=env)
-        url = f"http://127.0.0.1:{port}/"
-    try:
+    if args.url:
+        shoot(args.url, ready_qa_variants(args.url, None, args.timeout), args.output, args.chromium)
+        return
+    sys.path.insert(0, str(REPO_ROOT))
+    from optimize.bench import app_process
+
+    with app_process() as (url, server):
         shoot(url, ready_qa_variants(url, server, args.timeout), args.output, args.chromium)
-    finally:
-        if server:
-            server.terminate()
-            server.wait(timeout=30)
 
 
 if __name__ == "__main__":
