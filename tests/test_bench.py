@@ -53,3 +53,40 @@ def test_a_qa_only_run_keeps_the_generation_rows_of_the_previous_run_and_says_wh
     assert ratios(now.results)["generation_vs_pytorch_fp32"] == 5.0  # generation carried whole
     assert now.memory == {"bandwidth_gbs": 40.0}  # the QA F1s of the old run are not carried
     assert carry_other_tasks(now, ("qa", "generation"), tmp_path / "bench.json") == ""
+
+
+def test_optimized_is_compared_with_llama_cpp_on_decode_overall_and_first_token():
+    """Issue 12's three ratios read the `optimized` row (the same, unpruned model) and llama.cpp's."""
+    rows = results() + [
+        Result("generation, ~128-token prompt", "optimized", 700.0, 720.0, tokens_per_s=90.0, ttft_ms=150.0,
+               decode_tokens_per_s=160.0),
+        Result("generation, ~128-token prompt", "llama.cpp", 800.0, 820.0, tokens_per_s=75.0, ttft_ms=300.0,
+               decode_tokens_per_s=100.0),
+    ]
+    measured = ratios(rows)
+    assert measured["optimized_decode_vs_llama_cpp"] == 1.6
+    assert measured["optimized_overall_vs_llama_cpp"] == 1.2
+    assert measured["llama_cpp_ttft_vs_optimized"] == 2.0
+    bench = Bench(machine={"cpu": "test cpu", "cores": 2, "threads": 2}, config={}, results=rows, ratios=measured)
+    table = markdown(bench)
+    assert "| optimized_overall_vs_llama_cpp | 1.20x ❌ | ≥ 1.3x |" in table
+    assert "| generation, ~128-token prompt | llama.cpp | 800.0 | 820.0 | 75.0 | 100.0 | 300 |" in table
+
+
+def test_decode_rate_leaves_the_first_token_out():
+    from optimize.bench import decode_rate
+
+    # 65 tokens in 1,100 ms, the first after 300 ms: 64 tokens in 800 ms
+    assert decode_rate({"new_tokens": 65, "ttft_ms": 300.0, "latency_ms": {"model": 1100.0}}) == 80.0
+
+
+def test_llama_cpp_is_skipped_with_one_line_when_not_installed(monkeypatch, caplog, tmp_path):
+    import sys
+
+    from optimize.bench import llama_cpp_contender
+
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # import fails as when it is not installed
+    with caplog.at_level("WARNING"):
+        assert llama_cpp_contender(tmp_path / "model.gguf", tokenizer=None) == {}
+    assert [r.getMessage() for r in caplog.records] == [
+        "llama.cpp not benchmarked: llama-cpp-python is not installed (pip install -r requirements-bench.txt)"]
