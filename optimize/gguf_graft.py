@@ -5,8 +5,11 @@ on a 4-bit grid onto another grid. Here the builder writes its fused fp32 graph 
 GroupQueryAttention graph as every generation build) and each MatMul's weight is replaced by the
 GGUF's own codes (optimize/gguf_grid.py): Q4_1 → 4-bit MatMulNBits + minimum term, the Q8_0 LM
 head → 8-bit MatMulNBits, the Q8_0 embedding → GatherBlockQuantized. Before a weight is replaced,
-its grid is checked to dequantize to the builder's fp32 initializer bit for bit, so a graph is
-only ever grafted when the result carries exactly the baseline's weights.
+its grid is checked to dequantize to the builder's fp32 initializer bit for bit. A model derived
+from the GGUF's (pruned, recovered) keeps the GGUF's codes for every weight whose rows are still
+the GGUF's; a weight that training moved off the grid is re-quantized to Q4_1 (counted, and the
+graph then no longer promises exactness); a weight whose input width is not a multiple of 32 stays
+an fp32 MatMul.
 """
 from __future__ import annotations
 
@@ -15,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from optimize.gguf_grid import BLOCK, GridWeight, concat_rows, matmul_nbits_nodes, to_matmul_nbits
+from optimize.gguf_grid import (BLOCK, GridWeight, concat_rows, matching_rows, matmul_nbits_nodes, quantize_q4_1,
+                                to_matmul_nbits)
 
 # the model builder's MatMul names → the transformers weights they carry, stacked along N
 BUILDER_MATMULS = {
@@ -27,11 +31,15 @@ EMBEDDING = "model.embed_tokens.weight"
 
 
 def gguf_file(preset, variant_name: str) -> Path:
-    """The GGUF that `variant_name`'s source was dequantized from; only such variants get the recipe."""
+    """The GGUF that `variant_name`'s source descends from (a pruned model's baseline's); only such
+    variants get the recipe."""
     from models.errors import VariantUnavailable
     from models.sources import package_file
 
-    source = preset.variant(preset.variant(variant_name).built_from).source
+    variant = preset.variant(preset.variant(variant_name).built_from)
+    while variant.source.kind == "built" and variant.built_from:
+        variant = preset.variant(variant.built_from)
+    source = variant.source
     if source.kind != "package" or not source.location.endswith(".gguf"):
         raise VariantUnavailable(f"{preset.name}/{variant_name}: the gguf-q4 recipe needs a variant built from a GGUF "
                                  f"(its source is {source.kind} '{source.location}').")
@@ -54,21 +62,28 @@ def hf_weights(node_name: str) -> tuple[str, ...] | None:
 
 def graft(model_path: Path, grid: dict[str, GridWeight], accuracy_level: int = 4) -> dict[str, int]:
     """Rewrite the builder's fp32 graph at `model_path` in place; returns how many weights of each
-    kind were grafted. Raises ValueError when a grid does not reproduce the graph's fp32 weight."""
+    kind were grafted ("re-quantized Q4_1" and "kept fp32" count those not on the GGUF's grid)."""
     import onnx
     from onnx import helper, numpy_helper
 
     model = onnx.load(str(model_path))  # with its external data: the weights are rewritten
     graph = model.graph
     initializers = {tensor.name: tensor for tensor in graph.initializer}
-    counts = {"MatMulNBits 4-bit": 0, "MatMulNBits 8-bit": 0, "GatherBlockQuantized 8-bit": 0}
+    counts = {"MatMulNBits 4-bit": 0, "MatMulNBits 8-bit": 0, "GatherBlockQuantized 8-bit": 0,
+              "re-quantized Q4_1": 0, "kept fp32": 0}
     new_nodes, replaced = [], set()
     block_sums: dict[str, str] = {}  # input → its block sums, shared by the MatMuls that read it (gate and up)
     for node in graph.node:
         names = hf_weights(node.name) if node.op_type == "MatMul" else None
-        if names and node.input[1] in initializers:
-            weight = concat_rows([grid[name] for name in names], "+".join(names))
-            _check_exact(weight, numpy_helper.to_array(initializers[node.input[1]]).T, node.name)
+        fp32 = numpy_helper.to_array(initializers[node.input[1]]).T if names and node.input[1] in initializers else None
+        if fp32 is not None and fp32.shape[1] % BLOCK:
+            new_nodes.append(node)
+            counts["kept fp32"] += 1
+        elif fp32 is not None:
+            weight = _on_grid(names, grid, fp32)
+            if weight is None:
+                weight = quantize_q4_1("+".join(names), fp32)
+                counts["re-quantized Q4_1"] += 1
             prefix = node.name.rsplit("/", 1)[0]
             nodes, tensors = matmul_nbits_nodes(to_matmul_nbits(weight), node.input[0], node.output[0], prefix,
                                                 accuracy_level, block_sums=block_sums.get(node.input[0]))
@@ -78,9 +93,9 @@ def graft(model_path: Path, grid: dict[str, GridWeight], accuracy_level: int = 4
             graph.initializer.extend(tensors)
             replaced.add(node.input[1])
             counts[f"MatMulNBits {weight.bits}-bit"] += 1
-        elif node.op_type == "Gather" and node.input[0] == EMBEDDING and EMBEDDING in grid:
+        elif (node.op_type == "Gather" and node.input[0] == EMBEDDING and EMBEDDING in grid
+              and _same(grid[EMBEDDING], numpy_helper.to_array(initializers[EMBEDDING]))):
             weight = grid[EMBEDDING]
-            _check_exact(weight, numpy_helper.to_array(initializers[EMBEDDING]), node.name)
             new_nodes.append(_gather_block_quantized(weight, node, graph.initializer))
             replaced.add(EMBEDDING)
             counts["GatherBlockQuantized 8-bit"] += 1
@@ -98,11 +113,24 @@ def graft(model_path: Path, grid: dict[str, GridWeight], accuracy_level: int = 4
     return counts
 
 
-def _check_exact(weight: GridWeight, fp32: np.ndarray, where: str) -> None:
+def _on_grid(names: tuple[str, ...], grid: dict[str, GridWeight], fp32: np.ndarray) -> GridWeight | None:
+    """The GGUF's codes for these stacked weights when they reproduce `fp32` bit for bit, as they are
+    or with pruned rows removed; None when training moved them (or the GGUF lacks them)."""
+    if not all(name in grid for name in names):
+        return None
+    weight = concat_rows([grid[name] for name in names], "+".join(names))
+    if _same(weight, fp32):
+        return weight
+    return matching_rows(weight, fp32)
+
+
+def _exact(weight: GridWeight, fp32: np.ndarray) -> bool:
     expected = np.ascontiguousarray(fp32, dtype=np.float32)
-    if weight.shape != expected.shape or not np.array_equal(weight.dequantize().view(np.uint32), expected.view(np.uint32)):
-        raise ValueError(f"{where}: the GGUF grid of {weight.name} does not reproduce the graph's fp32 weight "
-                         "bit for bit (a source not dequantized from this GGUF?)")
+    return np.array_equal(weight.dequantize().view(np.uint32), expected.view(np.uint32))
+
+
+def _same(weight: GridWeight, fp32: np.ndarray) -> bool:
+    return weight.shape == fp32.shape and _exact(weight, fp32)
 
 
 def _gather_block_quantized(weight: GridWeight, gather, initializers) -> object:

@@ -139,6 +139,43 @@ def concat_rows(weights: list[GridWeight], name: str) -> GridWeight:
                       np.concatenate([w.scales for w in weights]), minimums, weights[0].zero_point)
 
 
+def quantize_q4_1(name: str, weight: np.ndarray) -> GridWeight:
+    """llama.cpp's Q4_1 rounding of an fp32 weight [N, K] (per block of 32 along K: m = min,
+    d = (max − min) / 15, q = round((w − m) / d)): for weights that recovery training moved off the
+    GGUF's grid. Lossy, unlike the GGUF's own codes; the build's gates measure what it costs."""
+    N, K = weight.shape
+    blocks = np.asarray(weight, dtype=np.float32).reshape(N, K // BLOCK, BLOCK)
+    low, high = blocks.min(-1), blocks.max(-1)
+    d = (high - low) / np.float32(15)
+    inverse = np.divide(1, d, out=np.zeros_like(d), where=d > 0)
+    codes = np.clip(np.rint((blocks - low[..., None]) * inverse[..., None]), 0, 15).astype(np.uint8)
+    return GridWeight(name, 4, codes.reshape(N, K), d.astype(np.float32), low.astype(np.float32), zero_point=0)
+
+
+def matching_rows(weight: GridWeight, fp32: np.ndarray) -> GridWeight | None:
+    """`weight` cut down to reproduce `fp32` bit for bit, when `fp32` is `weight` with output rows
+    removed (pruned gate / up neurons) or with whole 32-wide input blocks removed (FFN neurons
+    pruned in aligned groups of 32, in down_proj); None when anything was retrained or cut across
+    a block."""
+    dequantized = weight.dequantize()
+    fp32 = np.ascontiguousarray(fp32, dtype=np.float32)
+    if weight.shape[1] == fp32.shape[1]:
+        lookup = {row.tobytes(): index for index, row in enumerate(dequantized)}
+        order = [lookup.get(row.tobytes()) for row in fp32]
+        return None if None in order else weight.rows(np.array(order))
+    if weight.shape[0] != fp32.shape[0] or fp32.shape[1] % BLOCK:
+        return None
+    def blocks(matrix: np.ndarray) -> list[bytes]:
+        return [np.ascontiguousarray(matrix[:, i:i + BLOCK]).tobytes() for i in range(0, matrix.shape[1], BLOCK)]
+    lookup = {block: index for index, block in enumerate(blocks(dequantized))}
+    kept = [lookup.get(block) for block in blocks(fp32)]
+    if None in kept:
+        return None
+    columns = (np.array(kept)[:, None] * BLOCK + np.arange(BLOCK)).reshape(-1)
+    return GridWeight(weight.name, weight.bits, np.ascontiguousarray(weight.codes[:, columns]), weight.scales[:, kept],
+                      None if weight.minimums is None else weight.minimums[:, kept], weight.zero_point)
+
+
 def to_matmul_nbits(weight: GridWeight) -> NBitsInitializers:
     """MatMulNBits' layout: within a block, weight 2i in the low nibble of byte i and 2i + 1 in the high one."""
     N, K = weight.shape

@@ -64,7 +64,8 @@ def test_graft_carries_every_weight_and_keeps_the_answer(grid_llama, fp32_graph,
     shutil.copytree(fp32_graph.parent, grafted)
     counts = gguf_graft.graft(grafted / fp32_graph.name, grid, accuracy_level=0)
     layers = model.config.num_hidden_layers
-    assert counts == {"MatMulNBits 4-bit": 5 * layers, "MatMulNBits 8-bit": 1, "GatherBlockQuantized 8-bit": 1}
+    assert counts == {"MatMulNBits 4-bit": 5 * layers, "MatMulNBits 8-bit": 1, "GatherBlockQuantized 8-bit": 1,
+                      "re-quantized Q4_1": 0, "kept fp32": 0}
     graph = onnx.load(str(grafted / fp32_graph.name), load_external_data=False).graph
     assert not [node.name for node in graph.node if node.op_type == "MatMul" and "MinMatMul" not in node.name]
     assert sum(node.name.endswith("_proj/ReduceSum") for node in graph.node) == 4 * layers  # qkv, o, gate = up, down
@@ -77,15 +78,23 @@ def test_graft_carries_every_weight_and_keeps_the_answer(grid_llama, fp32_graph,
     assert (got.argmax(-1) == expected.argmax(-1)).all()
 
 
-def test_graft_refuses_a_grid_that_is_not_the_graphs_weights(grid_llama, fp32_graph, tmp_path):
+def test_pruned_rows_and_blocks_keep_the_gguf_codes_and_moved_weights_are_requantized(grid_llama):
+    """A pruned model's weights: gate rows removed and down_proj's 32-wide input blocks removed still
+    carry the GGUF's codes bit for bit; a retrained weight falls back to Q4_1 rounding (lossy, close)."""
     _, _, grid = grid_llama
-    name = "model.layers.0.mlp.down_proj.weight"
-    weight = grid[name]
-    shifted = gguf_grid.GridWeight(name, 4, weight.codes, weight.scales * 2, weight.minimums, weight.zero_point)
-    target = tmp_path / "refused"
-    shutil.copytree(fp32_graph.parent, target)
-    with pytest.raises(ValueError, match="bit for bit"):
-        gguf_graft.graft(target / fp32_graph.name, {**grid, name: shifted})
+    gate, down = grid["model.layers.0.mlp.gate_proj.weight"], grid["model.layers.0.mlp.down_proj.weight"]
+    kept_rows = np.arange(0, gate.shape[0], 2)
+    rows = gguf_grid.matching_rows(gate, gate.dequantize()[kept_rows])
+    assert rows is not None and np.array_equal(rows.codes, gate.codes[kept_rows])
+    assert down.shape[1] >= 2 * gguf_grid.BLOCK
+    last_block = down.dequantize()[:, -gguf_grid.BLOCK:]
+    blocks = gguf_grid.matching_rows(down, last_block)
+    assert blocks is not None and np.array_equal(blocks.dequantize().view(np.uint32), last_block.view(np.uint32))
+    retrained = gate.dequantize() + np.float32(1e-3)
+    assert gguf_grid.matching_rows(gate, retrained) is None
+    rounded = gguf_grid.quantize_q4_1("retrained", retrained)
+    step = np.repeat(rounded.scales, gguf_grid.BLOCK, axis=1)
+    assert np.all(np.abs(rounded.dequantize() - retrained) <= step / 2 + 1e-6)
 
 
 def test_gguf_recipe_is_opt_in(generation_preset):
