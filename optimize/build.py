@@ -337,8 +337,9 @@ def _build_onnx_once(preset: Preset, variant_name: str, recipe: OnnxRecipe, sour
     steps = []
     with atomic_dir(target) as staging:
         work = staging / "work"
+        exact = False  # the graph carries its source's weights bit for bit and computes in fp32
         if recipe.exporter == "gguf-grid":
-            current = _gguf_grid_steps(preset, variant_name, source, work, recipe, cuda, steps, progress)
+            current, exact = _gguf_grid_steps(preset, variant_name, source, work, recipe, cuda, steps, progress)
         elif recipe.exporter == "genai-builder":
             with stage(progress, f"{preset.name}/{variant_name}: ONNX Runtime GenAI model builder (fused graph, "
                                  f"{'INT8 weights' if recipe.quantize else 'fp32'})"):
@@ -363,7 +364,7 @@ def _build_onnx_once(preset: Preset, variant_name: str, recipe: OnnxRecipe, sour
         shutil.rmtree(work)
         metrics = {}
         if evaluate:
-            metrics = _evaluate(preset, variant_name, staging, source, strict, progress)
+            metrics = _evaluate(preset, variant_name, staging, source, strict, progress, exact)
         if rejected:
             metrics["rejected_recipes"] = rejected
             steps.append(f"(chosen after {len(rejected)} faster recipe(s) missed an accuracy gate)")
@@ -374,8 +375,9 @@ def _build_onnx_once(preset: Preset, variant_name: str, recipe: OnnxRecipe, sour
 
 
 def _gguf_grid_steps(preset: Preset, variant_name: str, source: Path, work: Path, recipe: OnnxRecipe, cuda: bool,
-                     steps: list[str], progress: Progress) -> Path:
-    """The builder's fp32 graph, then every weight back on the source GGUF's grid (optimize/gguf_graft.py)."""
+                     steps: list[str], progress: Progress) -> tuple[Path, bool]:
+    """The builder's fp32 graph, then every weight back on the source GGUF's grid (optimize/gguf_graft.py).
+    Returns the model and whether it computes the source's model exactly (fp32 compute, level 0)."""
     from optimize import gguf_graft
     from optimize.gguf_grid import read_grid
 
@@ -386,9 +388,12 @@ def _gguf_grid_steps(preset: Preset, variant_name: str, source: Path, work: Path
     current, _ = genai_build(source, work / "genai", OnnxRecipe(quantize=False, exporter="genai-builder"), cuda)
     level = 4 if recipe.quantize else 0
     counts = gguf_graft.graft(current, read_grid(gguf), accuracy_level=level)
+    requantized = counts.pop("re-quantized Q4_1")
     steps.append(f"export+fuse (onnxruntime-genai model builder, fp32: GroupQueryAttention), then the weights of {gguf.name} "
-                 f"as they are, bit-exact: {', '.join(f'{n} {kind}' for kind, n in counts.items())}; accuracy level {level}")
-    return current
+                 f"as they are, bit-exact: {', '.join(f'{n} {kind}' for kind, n in counts.items() if n)}"
+                 + (f"; {requantized} weights moved by training re-quantized to Q4_1" if requantized else "")
+                 + f"; accuracy level {level} ({'int8' if level else 'fp32'} compute)")
+    return current, level == 0 and not requantized
 
 
 def _optimum_steps(source: Path, work: Path, preset: Preset, variant, recipe: OnnxRecipe, cuda: bool,
@@ -467,11 +472,15 @@ def up_to_date(target: Path, inputs: dict) -> bool:
     return bool(existing) and existing.get("inputs") == inputs
 
 
-def _evaluate(preset: Preset, variant_name: str, staging: Path, source: Path, strict: bool, progress: Progress) -> dict:
+def _evaluate(preset: Preset, variant_name: str, staging: Path, source: Path, strict: bool, progress: Progress,
+              exact: bool = False) -> dict:
+    """`exact`: the graph promises its source's model, so the stricter gates apply (optimize/gates.py)."""
     variant = preset.variant(variant_name)
     with stage(progress, f"{preset.name}/{variant_name}: measuring accuracy against {variant.built_from}"):
         from optimize.accuracy import measure
         metrics = measure(preset, staging, variant_name, reference=source)
+    if exact:
+        metrics["weights_exact"] = True
     _gate(preset, variant_name, variant.runtime, metrics, strict, progress)
     return metrics
 
