@@ -50,11 +50,19 @@ class OnnxRecipe:
     fp32_attention_share: float = 0.0  # genai-builder INT8: the most INT8-sensitive share of layers keeps fp32 attention
 
 
-def recipe_ladder(task: str) -> list[OnnxRecipe]:
-    """Fastest first; the build publishes the first that passes the accuracy gates. The fp32
-    graph (fusions, no quantization) agrees with PyTorch on ~100% and is the last resort."""
+GGUF_Q4 = OnnxRecipe(exporter="gguf-grid", weight_only_bits=4, block_size=32, quantize=False)
+
+
+def recipe_ladder(task: str, from_gguf: bool = False) -> list[OnnxRecipe]:
+    """Best first; the build publishes the first that passes the accuracy gates. A decoder that
+    descends from a GGUF first gets that GGUF's own weights (`gguf-q4`: exact for the baseline, so
+    gated on the same text; a recovered pruned model's moved weights are re-quantized to Q4_1 and
+    gated as any export). Then INT8 rungs; the fp32 graph (fusions, no quantization) agrees with
+    PyTorch on ~100% and is the last resort."""
     if task == "qa":
         return [default_recipe(task), OnnxRecipe(quantize=False)]
+    if from_gguf:
+        return [GGUF_Q4, *recipe_ladder(task)]
     attention_fp32 = replace(default_recipe(task), keep_fp32=("attention",), smooth_attention=False,
                              fp32_attention_share=0.0)
     return [default_recipe(task), attention_fp32, replace(attention_fp32, keep_fp32=("attention", "lm_head")),
@@ -104,12 +112,13 @@ def fp32_nodes(source: Path, keep_fp32: tuple[str, ...], attention_layers: list[
 
 
 def named_recipe(task: str, name: str) -> OnnxRecipe:
-    """`build --recipe`: "int8" (QA: dynamic W8A8 per-channel on every MatMul; generation: the default), "fp32",
-    or (generation from a GGUF, opt-in until measured) "gguf-q4": the GGUF's own Q4_1 / Q8_0 weights, bit-exact,
-    with fp32 compute (MatMulNBits accuracy level 0: PyTorch's greedy tokens on the prompts tried); "gguf-q4-int8":
-    the same weights with int8 compute (level 4: 89% teacher-forced agreement, reports/gguf-grid-kernels.md)."""
+    """`build --recipe`: "int8" (QA: dynamic W8A8 per-channel on every MatMul; generation: the INT8 recipe that
+    non-GGUF decoders start from), "fp32", "gguf-q4" (a decoder from a GGUF, its default: the GGUF's own Q4_1 /
+    Q8_0 weights, bit-exact, fp32 compute: SmolLM2's 64 held-out continuations identical to PyTorch's), or
+    "gguf-q4-int8": the same weights with int8 compute (level 4: 89% teacher-forced agreement,
+    reports/gguf-grid-kernels.md)."""
     if name.startswith("gguf-q4"):
-        return OnnxRecipe(exporter="gguf-grid", weight_only_bits=4, block_size=32, quantize=name == "gguf-q4-int8")
+        return replace(GGUF_Q4, quantize=name == "gguf-q4-int8")
     if name == "fp32":
         return OnnxRecipe(quantize=False, exporter="genai-builder" if task == "generation" else "optimum")
     if task == "qa":
@@ -127,12 +136,16 @@ def add_logits_to_keep(model_path: Path) -> None:
 
     model = onnx.load(str(model_path), load_external_data=False)  # weights stay in model.onnx.data
     graph = model.graph
-    head = next(node for node in graph.node if "logits" in node.output)
+    # the LM head: the builder's /lm_head/ node(s) (the gguf-q4 recipe's two halves), else the logits' producer
+    heads = [node for node in graph.node if node.name.startswith("/lm_head/")] or [
+        next(node for node in graph.node if "logits" in node.output)]
     graph.input.append(helper.make_tensor_value_info("logits_to_keep", TensorProto.INT64, [1]))
     graph.initializer.extend([helper.make_tensor("logits_to_keep/ends", TensorProto.INT64, [1], [2**63 - 1]),
                               helper.make_tensor("logits_to_keep/axes", TensorProto.INT64, [1], [1])])
-    hidden, head.input[0] = head.input[0], "logits_to_keep/hidden"
-    position = list(graph.node).index(head)  # nodes stay topologically sorted: the new ones go just before the head
+    hidden = heads[0].input[0]
+    for head in heads:
+        head.input[:] = ["logits_to_keep/hidden" if name == hidden else name for name in head.input]
+    position = list(graph.node).index(heads[0])  # nodes stay topologically sorted: the new ones go just before the head
     graph.node.insert(position, helper.make_node("Neg", ["logits_to_keep"], ["logits_to_keep/starts"],
                                                  name="/logits_to_keep/Neg"))
     graph.node.insert(position + 1, helper.make_node(
@@ -306,7 +319,7 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = No
     task's recipes are tried fastest first (`recipe_ladder`) and the first that passes its gates is
     published, with the rejected ones and their misses in its manifest. `strict=False` publishes the
     first recipe even when it misses a gate, recording the miss (the app shows it)."""
-    ladder = [recipe] if recipe else recipe_ladder(preset.task)
+    ladder = [recipe] if recipe else recipe_ladder(preset.task, from_gguf=_descends_from_gguf(preset, variant_name))
     if not strict:
         ladder = ladder[:1]
     variant = preset.variant(variant_name)
@@ -329,6 +342,19 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = No
             rejected.append({"recipe": asdict(candidate), "missed": str(error), "gates_missed": error.missed})
             progress(f"{preset.name}/{variant_name}: {error} Trying the next recipe.")
     raise AssertionError("unreachable")
+
+
+def _descends_from_gguf(preset: Preset, variant_name: str) -> bool:
+    from models.errors import VariantUnavailable
+    from optimize.gguf_graft import gguf_file
+
+    if preset.task != "generation":
+        return False
+    try:
+        gguf_file(preset, variant_name)
+    except VariantUnavailable:
+        return False
+    return True
 
 
 def _build_onnx_once(preset: Preset, variant_name: str, recipe: OnnxRecipe, source: Path, target: Path, inputs: dict,

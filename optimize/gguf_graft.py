@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from optimize.gguf_grid import (BLOCK, GridWeight, concat_rows, matching_rows, matmul_nbits_nodes, quantize_q4_1,
-                                to_matmul_nbits)
+                                split_q8_0, to_matmul_nbits)
 
 # the model builder's MatMul names → the transformers weights they carry, stacked along N
 BUILDER_MATMULS = {
@@ -69,8 +69,8 @@ def graft(model_path: Path, grid: dict[str, GridWeight], accuracy_level: int = 4
     model = onnx.load(str(model_path))  # with its external data: the weights are rewritten
     graph = model.graph
     initializers = {tensor.name: tensor for tensor in graph.initializer}
-    counts = {"MatMulNBits 4-bit": 0, "MatMulNBits 8-bit": 0, "GatherBlockQuantized 8-bit": 0,
-              "re-quantized Q4_1": 0, "kept fp32": 0}
+    counts = {"MatMulNBits 4-bit": 0, "MatMulNBits 8-bit": 0, "MatMulNBits 8-bit as two 4-bit halves": 0,
+              "GatherBlockQuantized 8-bit": 0, "re-quantized Q4_1": 0, "kept fp32": 0}
     new_nodes, replaced = [], set()
     block_sums: dict[str, str] = {}  # input → its block sums, shared by the MatMuls that read it (gate and up)
     for node in graph.node:
@@ -85,6 +85,17 @@ def graft(model_path: Path, grid: dict[str, GridWeight], accuracy_level: int = 4
                 weight = quantize_q4_1("+".join(names), fp32)
                 counts["re-quantized Q4_1"] += 1
             prefix = node.name.rsplit("/", 1)[0]
+            if weight.bits == 8 and accuracy_level == 0:  # two exact 4-bit halves: the fast fp32-compute kernel
+                for half, part in zip(("low", "high"), split_q8_0(weight)):
+                    nodes, tensors = matmul_nbits_nodes(to_matmul_nbits(part), node.input[0], f"{prefix}/{half}",
+                                                        f"{prefix}/{half}", accuracy_level)
+                    new_nodes += nodes
+                    graph.initializer.extend(tensors)
+                new_nodes.append(helper.make_node("Add", [f"{prefix}/low", f"{prefix}/high"], [node.output[0]],
+                                                  name=f"{prefix}/AddHalves"))
+                counts["MatMulNBits 8-bit as two 4-bit halves"] += 1
+                replaced.add(node.input[1])
+                continue
             nodes, tensors = matmul_nbits_nodes(to_matmul_nbits(weight), node.input[0], node.output[0], prefix,
                                                 accuracy_level, block_sums=block_sums.get(node.input[0]))
             if weight.minimums is not None:

@@ -64,8 +64,8 @@ def test_graft_carries_every_weight_and_keeps_the_answer(grid_llama, fp32_graph,
     shutil.copytree(fp32_graph.parent, grafted)
     counts = gguf_graft.graft(grafted / fp32_graph.name, grid, accuracy_level=0)
     layers = model.config.num_hidden_layers
-    assert counts == {"MatMulNBits 4-bit": 5 * layers, "MatMulNBits 8-bit": 1, "GatherBlockQuantized 8-bit": 1,
-                      "re-quantized Q4_1": 0, "kept fp32": 0}
+    assert counts == {"MatMulNBits 4-bit": 5 * layers, "MatMulNBits 8-bit": 0, "MatMulNBits 8-bit as two 4-bit halves": 1,
+                      "GatherBlockQuantized 8-bit": 1, "re-quantized Q4_1": 0, "kept fp32": 0}
     graph = onnx.load(str(grafted / fp32_graph.name), load_external_data=False).graph
     assert not [node.name for node in graph.node if node.op_type == "MatMul" and "MinMatMul" not in node.name]
     assert sum(node.name.endswith("_proj/ReduceSum") for node in graph.node) == 4 * layers  # qkv, o, gate = up, down
@@ -97,12 +97,21 @@ def test_pruned_rows_and_blocks_keep_the_gguf_codes_and_moved_weights_are_requan
     assert np.all(np.abs(rounded.dequantize() - retrained) <= step / 2 + 1e-6)
 
 
-def test_gguf_recipe_is_opt_in(generation_preset):
-    """`--recipe gguf-q4` names it; the default and the ladder are untouched; a non-GGUF source is refused."""
+def test_a_decoder_from_a_gguf_starts_its_ladder_with_the_gguf_recipe(generation_preset):
+    """Generation variants that descend from a GGUF try `gguf-q4` first (fp32 compute), then the INT8
+    ladder; other decoders keep the INT8 ladder; `--recipe gguf-q4` on a non-GGUF source is refused."""
+    from models.catalog import default_preset
+    from optimize.build import recipe_ladder
+
     assert named_recipe("generation", "gguf-q4") == OnnxRecipe(exporter="gguf-grid", weight_only_bits=4, block_size=32,
                                                                 quantize=False)  # fp32 compute
     assert named_recipe("generation", "gguf-q4-int8").quantize  # int8 compute (accuracy level 4)
+    assert recipe_ladder("generation", from_gguf=True) == [named_recipe("generation", "gguf-q4"),
+                                                           *recipe_ladder("generation")]
+    assert recipe_ladder("generation")[0] == default_recipe("generation")
     assert default_recipe("generation").exporter == "genai-builder"
+    smollm2 = default_preset("generation")
+    assert gguf_graft.gguf_file(smollm2, "optimized") == gguf_graft.gguf_file(smollm2, "pruned-optimized")  # via pruned
     with pytest.raises(VariantUnavailable, match="GGUF"):
         gguf_graft.gguf_file(generation_preset, "optimized")
 

@@ -59,6 +59,14 @@ def test_initializers_are_the_baseline_weights_bit_for_bit(grid, baseline_weight
         assert same_bits(gguf_grid.dequantize(initializers), baseline_weights[name]), name
 
 
+def test_the_q8_0_lm_head_as_two_4_bit_halves_is_the_baseline_weight_bit_for_bit(grid, baseline_weights):
+    """The recipe carries the Q8_0 LM head as low + high 4-bit grids (the fast fp32-compute kernel)."""
+    low, high = gguf_grid.split_q8_0(grid["lm_head.weight"])
+    assert low.bits == high.bits == 4 and low.codes.max() <= 15 and high.codes.max() <= 15
+    halves = gguf_grid.dequantize(gguf_grid.to_matmul_nbits(low)) + gguf_grid.dequantize(gguf_grid.to_matmul_nbits(high))
+    assert same_bits(halves, baseline_weights["lm_head.weight"])
+
+
 def run_graph(initializers: gguf_grid.NBitsInitializers, x: np.ndarray, accuracy_level: int = 0) -> np.ndarray:
     import onnxruntime
     from onnx import TensorProto, helper
