@@ -368,6 +368,10 @@ with the baseline and perplexity on held-out Wikipedia text.
 # models computed at once on 2 cores and each reported the other's work as its own.
 CONCURRENCY = 8
 QUEUE_SIZE = 64
+# The server's own threads (HTTP, queue, event handlers, the background builder) run this much
+# nicer than the model thread: on 2 cores, taking in the next visitor's request otherwise steals
+# cycles from the compute being timed (Showdown.serve_models_first; 0 turns it off).
+SERVING_NICE = int(os.environ.get("SHOWDOWN_SERVING_NICE", "10"))
 
 
 def serve(showdown: Showdown, measurer: MeasureHere | None = None, **launch_kwargs) -> gr.Blocks:
@@ -381,6 +385,7 @@ def serve(showdown: Showdown, measurer: MeasureHere | None = None, **launch_kwar
 def main() -> None:
     configure_logging()
     showdown = Showdown.from_environment()
+    showdown.serve_models_first(SERVING_NICE)
     if os.environ.get("SHOWDOWN_BUILD", "1") != "0":
         showdown.start_background_build()
     serve(showdown, server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),

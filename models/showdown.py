@@ -197,8 +197,8 @@ class Showdown:
             if located is not None and (corrupt := self._corrupt(task, variant, located)):
                 raise VariantUnavailable(f"{variant} is unavailable: {corrupt}")
             path = resolve(p, spec)
-            try:
-                runner = load_runner(task, variant, spec.runtime, path)
+            try:  # loaded on the model thread: ONNX Runtime's and OpenMP's worker threads are its children
+                runner = self._model_thread.submit(load_runner, task, variant, spec.runtime, path).result()
                 self._warm_up(runner)
             except Exception as error:  # a model that does not load or run is unavailable, not a crash
                 expected = isinstance(error, VariantUnavailable)  # load_runner's: the reason is in the message
@@ -217,6 +217,17 @@ class Showdown:
                 self._model_thread.submit(qa.answer, runner, "Who worked a little bit harder?", WARMUP_CONTEXT).result()
             else:
                 generation.generate(_OnModelThread(runner, self._model_thread), "Hello!", 4)
+
+    def serve_models_first(self, nice: int) -> None:
+        """Give every thread started after this call (the web server's, the background builder's)
+        `nice` more than the model thread, so that handling the next visitor's request does not
+        preempt this visitor's compute on 2 cores (measured: scripts/measure_concurrency.py).
+        Linux nice values are per thread and new threads inherit their creator's: the model thread
+        is started first at the process's priority, and its ONNX Runtime / OpenMP workers are created
+        by it (models load on it). Lowering one's own priority needs no privilege."""
+        self._model_thread.submit(lambda: None).result()  # the model thread exists before the server's
+        if nice and hasattr(os, "setpriority"):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0) + nice)
 
     def run_order(self, variants: list[str]) -> list[str]:
         """Rotate the order on every call so that no variant always runs first (or last)."""

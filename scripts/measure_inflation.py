@@ -2,16 +2,21 @@
 input, timed four ways in one process, interleaved in a shuffled order every round so that load
 from other processes falls on all of them alike:
 
-- `in-process`: `qa.answer` on this thread (how `python -m optimize bench` and `report` time);
-- `fresh thread`: `qa.answer` on a thread new to the model (a web worker thread the first time);
-- `showdown`: `Showdown.answer` (the model thread and the one-model-at-a-time turn);
-- `app /qa`: the running app's own `latency_ms.total`, over its HTTP API.
+- `in-process`: `qa.answer` / `generation.generate` on this thread (how `python -m optimize bench`
+  and `report` time);
+- `fresh thread`: the same on a thread new to the model (a web worker thread the first time);
+- `showdown`: `Showdown.answer` / `Showdown.generate` (the model thread and the one-model-at-a-time turn);
+- `app /qa` or `app /generate`: the running app's own `latency_ms.total`, over its HTTP API.
+
+QA: the bench's ~384-token context; generation (`--task generation`): the bench's ~128-token
+prompt and 64 new tokens, greedy.
 
 Every call follows the same idle gap: a visitor's request arrives after idle time, and a loop of
 back-to-back calls keeps thread pools spinning and caches warm (on a shared host the scheduler also
 favours a thread that slept). Run it on a quiet machine; the load average is printed with the table.
 
     nice -n 15 python scripts/measure_inflation.py --variant pruned --rounds 30
+    python scripts/measure_inflation.py --task generation --variant optimized --rounds 10
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import models  # noqa: F401,E402 - bounds thread spinning before torch loads
-from models import qa  # noqa: E402
+from models import generation, qa  # noqa: E402
 from models.catalog import default_preset, preset  # noqa: E402
 from models.showdown import Showdown  # noqa: E402
 
@@ -40,26 +45,35 @@ def _on_fresh_thread(call: Callable[[], float]) -> float:
     return out[0]
 
 
-def measure(showdown: Showdown, variant: str, tokens: int, rounds: int, gap_s: float) -> dict[str, list[float]]:
+def measure(showdown: Showdown, task: str, variant: str, tokens: int, rounds: int, gap_s: float) -> dict[str, list[float]]:
     """Milliseconds per call, per way of calling; the app is served from this process."""
     import httpx
 
     from app import serve
-    from optimize.bench import free_port, http_api_call
+    from optimize.bench import BenchConfig, free_port, generation_prompt, http_api_call
     from optimize.report import QA_QUESTION, qa_context
 
-    runner = showdown.runner("qa", variant)
-    context = qa_context(runner.tokenizer, tokens)
+    runner = showdown.runner(task, variant)
+    if task == "qa":
+        context = qa_context(runner.tokenizer, tokens)
+        direct = lambda: qa.answer(runner, QA_QUESTION, context)["latency_ms"]["total"]  # noqa: E731
+        served = lambda: showdown.answer(context, QA_QUESTION, variant)["latency_ms"]["total"]  # noqa: E731
+        api = ("qa", [context, QA_QUESTION, variant, False])
+    else:
+        config = BenchConfig()
+        prompt = generation_prompt(runner.tokenizer, config.generation_prompt_tokens)
+        direct = lambda: generation.generate(runner, prompt, config.new_tokens)["latency_ms"]["total"]  # noqa: E731
+        served = lambda: showdown.generate(prompt, variant, config.new_tokens)["latency_ms"]["total"]  # noqa: E731
+        api = ("generate", [prompt, variant, config.new_tokens])
     port = free_port()
     demo = serve(showdown, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}/", timeout=120) as http:
             ways: dict[str, Callable[[], float]] = {
-                "in-process": lambda: qa.answer(runner, QA_QUESTION, context)["latency_ms"]["total"],
-                "fresh thread": lambda: _on_fresh_thread(
-                    lambda: qa.answer(runner, QA_QUESTION, context)["latency_ms"]["total"]),
-                "showdown": lambda: showdown.answer(context, QA_QUESTION, variant)["latency_ms"]["total"],
-                "app /qa": lambda: http_api_call(http, "qa", [context, QA_QUESTION, variant, False])["latency_ms"]["total"],
+                "in-process": direct,
+                "fresh thread": lambda: _on_fresh_thread(direct),
+                "showdown": served,
+                f"app /{api[0]}": lambda: http_api_call(http, *api)["latency_ms"]["total"],
             }
             for call in ways.values():  # warm-up
                 call()
@@ -88,16 +102,19 @@ def table(times: dict[str, list[float]], title: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--preset", default=default_preset("qa").name)
+    parser.add_argument("--task", choices=("qa", "generation"), default="qa")
+    parser.add_argument("--preset", help="default: the task's offline default")
     parser.add_argument("--variant", action="append", help="repeatable; default: pruned (committed weights)")
-    parser.add_argument("--tokens", type=int, default=384)
+    parser.add_argument("--tokens", type=int, default=384, help="QA context tokens")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--gap-ms", type=float, default=50.0, help="idle time before every call")
     args = parser.parse_args()
-    showdown = Showdown(presets={"qa": preset(args.preset)})
+    name = args.preset or default_preset(args.task).name
+    showdown = Showdown(presets={args.task: preset(name)})
+    workload = f"~{args.tokens} tokens" if args.task == "qa" else "~128-token prompt, 64 new tokens"
     for variant in args.variant or ["pruned"]:
-        times = measure(showdown, variant, args.tokens, args.rounds, args.gap_ms / 1e3)
-        print(table(times, f"{args.preset}/{variant}, ~{args.tokens} tokens, {args.rounds} rounds, "
+        times = measure(showdown, args.task, variant, args.tokens, args.rounds, args.gap_ms / 1e3)
+        print(table(times, f"{name}/{variant}, {workload}, {args.rounds} rounds, "
                            f"{args.gap_ms:.0f} ms idle before each call"), "\n", flush=True)
 
 

@@ -112,3 +112,26 @@ def test_a_failed_build_is_reported_and_does_not_stop_the_others(tmp_path):
     showdown.build_missing(progress=lambda m: None)
     status = showdown.variant_status("qa", "optimized")
     assert status["status"] == "unavailable" and "build failed" in status["detail"]
+
+
+def test_the_server_threads_yield_to_the_model_thread():
+    """After serve_models_first, threads the caller starts (the web server's) run nicer; the model
+    thread and the threads it starts (ONNX Runtime's workers) keep the process's priority. In a
+    child process: nice values stick to threads, and pytest's own must stay as they are."""
+    script = """
+import os, threading
+from models.showdown import Showdown
+nice = lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+showdown = Showdown(presets={})
+base = nice()
+showdown.serve_models_first(7)
+seen = {}
+server = threading.Thread(target=lambda: seen.update(server=nice())); server.start(); server.join()
+def on_model_thread():
+    seen["model"] = nice()
+    worker = threading.Thread(target=lambda: seen.update(worker=nice())); worker.start(); worker.join()
+showdown._model_thread.submit(on_model_thread).result()
+print(seen["server"] - base, seen["model"] - base, seen["worker"] - base)
+"""
+    out = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["7", "0", "0"]
