@@ -337,8 +337,10 @@ def api_generate(showdown: Showdown):
 ABOUT = """
 **What you see.** Each variant is a real model running here: `baseline` is PyTorch fp32 (eager);
 `optimized` is the baseline exported to ONNX, graph-optimized by ONNX Runtime and quantized to
-INT8 where its accuracy gates allow (its build steps say what it got; FP16 on a CUDA machine); `pruned` and `pruned-optimized` are the
-structurally pruned model and its optimized export. All variants share one tokenisation and
+INT8 where its accuracy gates allow (its build steps say what it got; FP16 on a CUDA machine). The
+generation baseline comes from a 4-bit GGUF, so its `optimized` carries that GGUF's own 4-bit
+weights, bit for bit, with fp32 compute: the same model, gated on giving the same text. `pruned`
+and `pruned-optimized` are the structurally pruned model and its optimized export. All variants share one tokenisation and
 post-processing path, so only the model differs. Latency is measured per request after a warm-up,
 and the order in which variants run rotates on every request.
 
@@ -369,9 +371,11 @@ with the baseline and perplexity on held-out Wikipedia text.
 CONCURRENCY = 8
 QUEUE_SIZE = 64
 # The server's own threads (HTTP, queue, event handlers, the background builder) run this much
-# nicer than the model thread: on 2 cores, taking in the next visitor's request otherwise steals
-# cycles from the compute being timed (Showdown.serve_models_first; 0 turns it off).
+# nicer than the model thread, and a thread holds the GIL at most this long when another asks:
+# on 2 cores, taking in the next visitor's request otherwise steals cycles from the compute being
+# timed (Showdown.serve_models_first; measured in README "Serving"; 0 turns either off).
 SERVING_NICE = int(os.environ.get("SHOWDOWN_SERVING_NICE", "10"))
+GIL_SWITCH_INTERVAL_S = float(os.environ.get("SHOWDOWN_SWITCH_INTERVAL", "0.0002"))
 
 
 def serve(showdown: Showdown, measurer: MeasureHere | None = None, **launch_kwargs) -> gr.Blocks:
@@ -385,7 +389,7 @@ def serve(showdown: Showdown, measurer: MeasureHere | None = None, **launch_kwar
 def main() -> None:
     configure_logging()
     showdown = Showdown.from_environment()
-    showdown.serve_models_first(SERVING_NICE)
+    showdown.serve_models_first(SERVING_NICE, GIL_SWITCH_INTERVAL_S)
     if os.environ.get("SHOWDOWN_BUILD", "1") != "0":
         showdown.start_background_build()
     serve(showdown, server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),

@@ -22,13 +22,22 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 
-def _calls(url: str, context: str, question: str, variant: str, calls: int, out: list) -> None:
-    from gradio_client import Client
+def _calls(url: str, context: str, question: str, variant: str, calls: int, out: list, client_kind: str) -> None:
+    if client_kind == "gradio_client":
+        from gradio_client import Client
 
-    client = Client(url, verbose=False, download_files=False)
-    client.predict(context, question, variant, api_name="/qa")  # warm-up, not counted
+        client = Client(url, verbose=False, download_files=False)
+        call = lambda: client.predict(context, question, variant, api_name="/qa")  # noqa: E731
+    else:  # the HTTP API on one keep-alive connection: a light client, no 50 ms polling
+        import httpx
+
+        from optimize.bench import http_api_call
+
+        http = httpx.Client(base_url=url, timeout=120)
+        call = lambda: http_api_call(http, "qa", [context, question, variant, False])  # noqa: E731
+    call()  # warm-up, not counted
     for _ in range(calls):
-        latency = client.predict(context, question, variant, api_name="/qa")["latency_ms"]
+        latency = call()["latency_ms"]
         out.append((latency["total"], latency.get("wait", 0.0)))
 
 
@@ -42,6 +51,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--calls", type=int, default=10, help="per client")
     parser.add_argument("--client-nice", type=int, default=10, help="the clients' priority below the app's")
+    parser.add_argument("--client", choices=("gradio_client", "http"), default="gradio_client",
+                        help="gradio_client (polls every 50 ms) or the HTTP API (keep-alive, server-sent events)")
     args = parser.parse_args()
     context = qa_context(Showdown.from_environment().runner("qa", "baseline").tokenizer, 384)
     with app_process() as (url, server):
@@ -50,7 +61,7 @@ def main() -> None:
         rows = []
         for clients in (1, args.clients):
             results: list[tuple[float, float]] = []
-            threads = [threading.Thread(target=_calls, args=(url, context, QA_QUESTION, args.variant, args.calls, results))
+            threads = [threading.Thread(target=_calls, args=(url, context, QA_QUESTION, args.variant, args.calls, results, args.client))
                        for _ in range(clients)]
             for thread in threads:
                 thread.start()
@@ -59,7 +70,7 @@ def main() -> None:
             totals, waits = [r[0] for r in results], [r[1] for r in results]
             rows.append((clients, statistics.median(totals), statistics.median(waits), max(waits), len(results)))
         base = rows[0][1]
-        print(f"**QA {args.variant}, ~384 tokens, {args.calls} calls per client, clients at nice {args.client_nice}** "
+        print(f"**QA {args.variant}, ~384 tokens, {args.calls} calls per client ({args.client}), clients at nice {args.client_nice}** "
               f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})\n")
         print("| clients | compute p50 (ms) | vs 1 client | wait p50 (ms) | wait max (ms) | calls |\n|---|---|---|---|---|---|")
         for clients, total, wait, wait_max, n in rows:
