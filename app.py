@@ -84,6 +84,10 @@ def _accuracy_text(accuracy: dict) -> str:
         return text
     if "agreement_pct" in accuracy:
         text = f"next-token agreement {accuracy['agreement_pct']:.1f} %"
+        if "identical_continuations_pct" in accuracy:
+            text += f", same 64-token text as its source on {accuracy['identical_continuations_pct']:.0f} % of prompts"
+        if accuracy.get("weights_exact"):
+            text += " (its source's exact weights)"
         return text + (f", perplexity {accuracy['perplexity']:.2f}" if "perplexity" in accuracy else "")
     return accuracy.get("note", "accuracy not measured yet")
 
@@ -355,7 +359,8 @@ validation article. The margin is the best span's score minus the null score (lo
 training: SQuAD 2.0 EM/F1 (overall, answerable, unanswerable) with each variant's own tuned
 null threshold, and SQuAD 1.1-style forced-span EM/F1 on the answerable questions; plus F1 on
 40 hand-written questions about everyday texts (`optimize/everyday_qa.json`). Generation: greedy next-token agreement
-with the baseline and perplexity on held-out Wikipedia text.
+with the source and perplexity on held-out Wikipedia text; for an ONNX export also the share of 64
+held-out prompts whose 64-token greedy text is its source's, token for token.
 
 **API.** `/variants`, `/qa` and `/generate` are callable with `gradio_client` (see the README).
 """

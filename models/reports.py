@@ -38,6 +38,7 @@ def accuracy_text(accuracy: dict) -> str:
         return f"F1 {accuracy['overall_f1']:.1f} / EM {accuracy.get('overall_exact', 0):.1f}"
     if "agreement_pct" in accuracy:
         return (f"agree {accuracy['agreement_pct']:.1f}%"
+                + (f", same text {accuracy['identical_continuations_pct']:.0f}%" if "identical_continuations_pct" in accuracy else "")
                 + (f", ppl {accuracy['perplexity']:.2f}" if "perplexity" in accuracy else ""))
     return "—"
 
