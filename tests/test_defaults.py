@@ -84,6 +84,17 @@ def test_generation_pruned_is_smaller_and_meets_its_gates(built_defaults):
     assert optimized["metrics"]["agreement_pct"] >= 98 and "MatMulNBits int8" in optimized["steps"][0]
 
 
+def test_generation_optimized_carries_the_ggufs_own_weights_and_gives_the_baselines_text(built_defaults):
+    """Issue 12: the default recipe for a GGUF-born decoder is the GGUF's grid, bit-exact, with fp32
+    compute; the build measured it on the 64 held-out prompts against the PyTorch baseline."""
+    manifest = json.loads((REPO_ROOT / "artifacts" / "generation-smollm2" / "optimized" / "manifest.json").read_text())
+    metrics = manifest["metrics"]
+    assert metrics["weights_exact"] and metrics["prompts"] == 64, metrics
+    assert metrics["agreement_pct"] >= 99.5 and metrics["identical_continuations_pct"] >= 90, metrics
+    assert "SmolLM2-135M-Instruct.Q4_1.gguf as they are, bit-exact" in manifest["steps"][0]
+    assert "accuracy level 0" in manifest["steps"][0] and "rejected_recipes" not in metrics
+
+
 @pytest.fixture(scope="module")
 def app_client(built_defaults, free_port_module):
     started = time.perf_counter()
