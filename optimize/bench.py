@@ -377,8 +377,9 @@ def memory_bandwidth_gbs(megabytes: int = 512, repeats: int = 5) -> float:
     return 2 * source.numel() * 4 / best / 1e9
 
 
-def weight_bytes(path: Path) -> int:
-    """Bytes of weights a decode step reads: every initializer except the input embedding gather."""
+def decode_graph(path: Path) -> tuple[int, int]:
+    """(bytes of weights a decode step reads, nodes it runs): a step's cost is the bytes over the
+    memory bandwidth plus a per-node overhead, so both are reported beside the roof."""
     import onnx
 
     model = onnx.load(str(path / "model.onnx"), load_external_data=False)
@@ -387,7 +388,7 @@ def weight_bytes(path: Path) -> int:
         if "embed_tokens" in tensor.name:
             continue
         total += int(np.prod(tensor.dims)) * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
-    return total
+    return total, len(model.graph.node)
 
 
 # --- the run --------------------------------------------------------------------------------------
@@ -502,6 +503,7 @@ def markdown(bench: Bench) -> str:
                       f"{mem['bandwidth_gbs']:.1f} GB/s; "
                       + "; ".join(f"{k}: {v['weight_mb']:.0f} MB of weights per token × {v['tokens_per_s']:.1f} decode "
                                   f"tok/s = {v['gbs']:.2f} GB/s ({v['pct_of_roof']:.0f}% of the roof"
+                                  + (f"; {v['nodes']} graph nodes per step" if v.get("nodes") else "")
                                   + (", ✅)" if v['pct_of_roof'] >= ROOF_TARGET_PCT else ", ❌)")
                                   for k, v in mem.get("decode", {}).items())]
     if any(r.contender.endswith("new context each call") for r in bench.results):
@@ -561,9 +563,11 @@ def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "ge
         bench.memory.update(bandwidth_gbs=bandwidth, decode={})
         for r in bench.results:
             if r.workload.startswith("generation") and r.decode_tokens_per_s and r.contender in ("optimized", "pruned-optimized"):
-                mb = weight_bytes(showdown.runner("generation", r.contender).path) / 1e6
+                weights, nodes = decode_graph(showdown.runner("generation", r.contender).path)
+                mb = weights / 1e6
                 gbs = mb * r.decode_tokens_per_s / 1e3
-                bench.memory["decode"][r.contender] = {"weight_mb": mb, "tokens_per_s": r.decode_tokens_per_s, "gbs": gbs,
+                bench.memory["decode"][r.contender] = {"weight_mb": mb, "nodes": nodes,
+                                                       "tokens_per_s": r.decode_tokens_per_s, "gbs": gbs,
                                                        "pct_of_roof": 100 * gbs / bandwidth}
     carried = carry_other_tasks(bench, tasks, output / "bench.json")
     bench.ratios = ratios(bench.results)
