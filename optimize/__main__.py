@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--no-app", action="store_true", help="skip the gradio_client round trip")
     bench.add_argument("--output", type=Path, help="folder for bench.json / bench.md (default reports/)")
 
+    stages.add_parser("instructions", help="the public instruction set, scored for every ready generation variant (reports/)")
+
     grid_bench = stages.add_parser("gguf-grid-bench", help="MatMulNBits forms of a Q4_1 GGUF weight vs fp32 MatMul (reports/)")
     grid_bench.add_argument("--rounds", type=int, help="timed calls per variant (default 200)")
 
@@ -172,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.no_app:
             config = replace(config, app=False)
         bench_run(config, tuple(args.task or ("qa", "generation")), **({"output": args.output} if args.output else {}))
+    elif args.stage == "instructions":
+        from optimize.instructions import run as instructions_run
+        instructions_run()
     elif args.stage == "gguf-grid-bench":
         from optimize.gguf_grid_bench import GridBenchConfig
         from optimize.gguf_grid_bench import run as grid_bench_run

@@ -1,0 +1,30 @@
+"""The public instruction set (issue 13): well formed, and its checks pass what they should and only that."""
+from optimize.instructions import load, passes
+
+
+def test_the_set_has_about_sixty_prompts_of_four_kinds_each_with_a_check():
+    prompts = load()
+    assert 55 <= len(prompts) <= 70 and len({p["id"] for p in prompts}) == len(prompts)
+    assert {p["kind"] for p in prompts} == {"fact", "arithmetic", "format", "long"}
+    assert all(set(p["check"]) <= {"all", "any", "none", "regex", "case_sensitive"} and p["check"] for p in prompts)
+
+
+def check_of(prompt_id: str) -> dict:
+    return next(p["check"] for p in load() if p["id"] == prompt_id)
+
+
+def test_keyword_checks_ignore_case_and_need_every_keyword():
+    assert passes("The capital of France is Paris.", check_of("fact-capital-france"))
+    assert not passes("The capital of France is Lyon.", check_of("fact-capital-france"))
+    water = check_of("long-water-cycle")
+    assert passes("Water evaporates, then condenses into clouds and falls as rain.", water)
+    assert not passes("Water evaporates.", water)  # one of the `any` words is needed too
+
+
+def test_exact_checks_read_the_number_and_the_format_not_a_substring():
+    assert passes("12", check_of("arith-7-plus-5")) and not passes("112", check_of("arith-7-plus-5"))
+    assert passes("Yes.", check_of("format-yes-no-fire")) and not passes("No, yes.", check_of("format-yes-no-fire"))
+    assert passes("HELLO", check_of("format-uppercase")) and not passes("hello", check_of("format-uppercase"))
+    assert passes('{"name": "Ada"}', check_of("format-json-name")) and not passes("name: Ada", check_of("format-json-name"))
+    assert passes("- red\n- green\n- blue", check_of("format-list-three-colors"))
+    assert not passes("red, green, blue", check_of("format-list-three-colors"))
