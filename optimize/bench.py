@@ -36,7 +36,7 @@ from models.reports import REPORTS_DIR
 from models.runners import cpu_threads, session_options  # the same ORT settings for every contender
 from models.showdown import Showdown
 from models.timing import percentile, timed_rounds
-from optimize.gguf_graft import gguf_file
+from optimize.gguf_graft import source_gguf
 from optimize.report import QA_QUESTION, machine, qa_context
 
 log = logging.getLogger("optimize.bench")
@@ -259,10 +259,9 @@ def bench_generation(showdown: Showdown, config: BenchConfig) -> list[Result]:
     baseline = showdown.runner("generation", "baseline")
     prompt = generation_prompt(baseline.tokenizer, config.generation_prompt_tokens)
     outside = generation_contenders(baseline.path)
-    try:
-        outside.update(llama_cpp_contender(gguf_file(showdown.preset("generation"), "optimized"), baseline.tokenizer))
-    except VariantUnavailable as error:  # a preset that does not come from a GGUF
-        log.info("llama.cpp not benchmarked: %s", error)
+    gguf = source_gguf(showdown.preset("generation"), "optimized")
+    if gguf is not None:  # a preset from a GGUF: llama.cpp runs that same file
+        outside.update(llama_cpp_contender(gguf, baseline.tokenizer))
     contenders = {name: (lambda f: lambda: f(prompt, config.new_tokens))(f) for name, f in outside.items()}
     for variant in ("baseline", "optimized", "pruned", "pruned-optimized"):
         try:

@@ -21,6 +21,7 @@ from models.runners import ONNX_FILE, providers
 from models.sources import resolve
 from optimize.cpu import has_vnni
 from optimize.gates import GateFailed, check, failures
+from optimize.gguf_graft import source_gguf
 from optimize.progress import quiet_quantizer, stage
 
 log = logging.getLogger("optimize.build")
@@ -319,7 +320,7 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = No
     task's recipes are tried fastest first (`recipe_ladder`) and the first that passes its gates is
     published, with the rejected ones and their misses in its manifest. `strict=False` publishes the
     first recipe even when it misses a gate, recording the miss (the app shows it)."""
-    ladder = [recipe] if recipe else recipe_ladder(preset.task, from_gguf=_descends_from_gguf(preset, variant_name))
+    ladder = [recipe] if recipe else recipe_ladder(preset.task, from_gguf=preset.task == "generation" and source_gguf(preset, variant_name) is not None)
     if not strict:
         ladder = ladder[:1]
     variant = preset.variant(variant_name)
@@ -342,19 +343,6 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = No
             rejected.append({"recipe": asdict(candidate), "missed": str(error), "gates_missed": error.missed})
             progress(f"{preset.name}/{variant_name}: {error} Trying the next recipe.")
     raise AssertionError("unreachable")
-
-
-def _descends_from_gguf(preset: Preset, variant_name: str) -> bool:
-    from models.errors import VariantUnavailable
-    from optimize.gguf_graft import gguf_file
-
-    if preset.task != "generation":
-        return False
-    try:
-        gguf_file(preset, variant_name)
-    except VariantUnavailable:
-        return False
-    return True
 
 
 def _build_onnx_once(preset: Preset, variant_name: str, recipe: OnnxRecipe, source: Path, target: Path, inputs: dict,

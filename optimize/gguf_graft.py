@@ -46,6 +46,16 @@ def gguf_file(preset, variant_name: str) -> Path:
     return package_file(*source.location.split("/", 1))
 
 
+def source_gguf(preset, variant_name: str) -> Path | None:
+    """`gguf_file`, or None for a variant that does not descend from an installed GGUF."""
+    from models.errors import VariantUnavailable
+
+    try:
+        return gguf_file(preset, variant_name)
+    except VariantUnavailable:
+        return None
+
+
 def hf_weights(node_name: str) -> tuple[str, ...] | None:
     """transformers weight names behind one of the builder's MatMuls (None: not a grid weight)."""
     if node_name == "/lm_head/MatMul":
@@ -85,25 +95,21 @@ def graft(model_path: Path, grid: dict[str, GridWeight], accuracy_level: int = 4
                 weight = quantize_q4_1("+".join(names), fp32)
                 counts["re-quantized Q4_1"] += 1
             prefix = node.name.rsplit("/", 1)[0]
-            if weight.bits == 8 and accuracy_level == 0:  # two exact 4-bit halves: the fast fp32-compute kernel
-                for half, part in zip(("low", "high"), split_q8_0(weight)):
-                    nodes, tensors = matmul_nbits_nodes(to_matmul_nbits(part), node.input[0], f"{prefix}/{half}",
-                                                        f"{prefix}/{half}", accuracy_level)
-                    new_nodes += nodes
-                    graph.initializer.extend(tensors)
+            halves = weight.bits == 8 and accuracy_level == 0  # two exact 4-bit halves: the fast fp32-compute kernel
+            parts = zip(("low", "high"), split_q8_0(weight)) if halves else [("", weight)]
+            for half, part in parts:
+                output = f"{prefix}/{half}" if half else node.output[0]
+                nodes, tensors = matmul_nbits_nodes(to_matmul_nbits(part), node.input[0], output, output if half else prefix,
+                                                    accuracy_level, block_sums=block_sums.get(node.input[0]))
+                if part.minimums is not None:
+                    block_sums.setdefault(node.input[0], f"{prefix}/block_sums")
+                new_nodes += nodes
+                graph.initializer.extend(tensors)
+            if halves:
                 new_nodes.append(helper.make_node("Add", [f"{prefix}/low", f"{prefix}/high"], [node.output[0]],
                                                   name=f"{prefix}/AddHalves"))
-                counts["MatMulNBits 8-bit as two 4-bit halves"] += 1
-                replaced.add(node.input[1])
-                continue
-            nodes, tensors = matmul_nbits_nodes(to_matmul_nbits(weight), node.input[0], node.output[0], prefix,
-                                                accuracy_level, block_sums=block_sums.get(node.input[0]))
-            if weight.minimums is not None:
-                block_sums.setdefault(node.input[0], f"{prefix}/block_sums")
-            new_nodes += nodes
-            graph.initializer.extend(tensors)
             replaced.add(node.input[1])
-            counts[f"MatMulNBits {weight.bits}-bit"] += 1
+            counts["MatMulNBits 8-bit as two 4-bit halves" if halves else f"MatMulNBits {weight.bits}-bit"] += 1
         elif (node.op_type == "Gather" and node.input[0] == EMBEDDING and EMBEDDING in grid
               and _same(grid[EMBEDDING], numpy_helper.to_array(initializers[EMBEDDING]))):
             weight = grid[EMBEDDING]
@@ -126,22 +132,15 @@ def graft(model_path: Path, grid: dict[str, GridWeight], accuracy_level: int = 4
 
 def _on_grid(names: tuple[str, ...], grid: dict[str, GridWeight], fp32: np.ndarray) -> GridWeight | None:
     """The GGUF's codes for these stacked weights when they reproduce `fp32` bit for bit, as they are
-    or with pruned rows removed; None when training moved them (or the GGUF lacks them)."""
+    or with pruned rows / blocks removed; None when training moved them (or the GGUF lacks them)."""
     if not all(name in grid for name in names):
         return None
-    weight = concat_rows([grid[name] for name in names], "+".join(names))
-    if _same(weight, fp32):
-        return weight
-    return matching_rows(weight, fp32)
-
-
-def _exact(weight: GridWeight, fp32: np.ndarray) -> bool:
-    expected = np.ascontiguousarray(fp32, dtype=np.float32)
-    return np.array_equal(weight.dequantize().view(np.uint32), expected.view(np.uint32))
+    return matching_rows(concat_rows([grid[name] for name in names], "+".join(names)), fp32)
 
 
 def _same(weight: GridWeight, fp32: np.ndarray) -> bool:
-    return weight.shape == fp32.shape and _exact(weight, fp32)
+    expected = np.ascontiguousarray(fp32, dtype=np.float32)
+    return weight.shape == expected.shape and np.array_equal(weight.dequantize().view(np.uint32), expected.view(np.uint32))
 
 
 def _gather_block_quantized(weight: GridWeight, gather, initializers) -> object:

@@ -166,12 +166,14 @@ def quantize_q4_1(name: str, weight: np.ndarray) -> GridWeight:
 
 
 def matching_rows(weight: GridWeight, fp32: np.ndarray) -> GridWeight | None:
-    """`weight` cut down to reproduce `fp32` bit for bit, when `fp32` is `weight` with output rows
+    """`weight` (or a cut of it) reproducing `fp32` bit for bit: as it is, or when `fp32` is `weight` with output rows
     removed (pruned gate / up neurons) or with whole 32-wide input blocks removed (FFN neurons
     pruned in aligned groups of 32, in down_proj); None when anything was retrained or cut across
     a block."""
     dequantized = weight.dequantize()
     fp32 = np.ascontiguousarray(fp32, dtype=np.float32)
+    if weight.shape == fp32.shape and np.array_equal(dequantized.view(np.uint32), fp32.view(np.uint32)):
+        return weight  # unchanged
     if weight.shape[1] == fp32.shape[1]:
         lookup = {row.tobytes(): index for index, row in enumerate(dequantized)}
         order = [lookup.get(row.tobytes()) for row in fp32]

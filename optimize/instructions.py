@@ -86,7 +86,8 @@ def run(output: Path | None = None) -> dict:
 
 def markdown(report: dict) -> str:
     lines = [f"# Instruction set — {report['created']}", "",
-             f"`python -m optimize instructions`: {len(load())} prompts of `optimize/{report['set']}`, greedy, "
+             f"`python -m optimize instructions`: {next(iter(report['variants'].values()), {}).get('prompts', 0)} prompts "
+             f"of `optimize/{report['set']}`, greedy, "
              "scored by exact checks or expected keywords.", "",
              "| variant | passed | score | of baseline's | by kind |", "|---|---|---|---|---|"]
     for variant, result in report["variants"].items():
