@@ -71,7 +71,7 @@ def _ms(value: float) -> str:
     return f"{value:,.1f} ms"
 
 
-def _accuracy_text(accuracy: dict) -> str:
+def _accuracy_text(accuracy: dict, runtime: str = "onnxruntime") -> str:
     if "overall_f1" in accuracy:
         text = (f"held-out SQuAD 2.0 F1 {accuracy['overall_f1']:.1f} (HasAns {accuracy.get('HasAns_f1', 0):.1f}, "
                 f"NoAns {accuracy.get('NoAns_f1', 0):.1f})")
@@ -83,12 +83,21 @@ def _accuracy_text(accuracy: dict) -> str:
             text += f" · same span as its source {accuracy['agreement_pct']:.1f} %"
         return text
     if "agreement_pct" in accuracy:
-        text = f"next-token agreement {accuracy['agreement_pct']:.1f} %"
+        parts = [f"perplexity {accuracy['perplexity']:.2f}"] if "perplexity" in accuracy else []
+        if "instruction_pct" in accuracy:
+            share = (f" ({accuracy['instruction_of_baseline_pct']:.0f} % of baseline's)"
+                     if "instruction_of_baseline_pct" in accuracy else "")
+            parts.append(f"instruction set {accuracy['instruction_pct']:.0f} %{share}")
+        if accuracy.get("note") == "reference":
+            return " · ".join(parts + ["the reference"])
+        # exports promise their source's model and are gated on agreement; a pruned model is not
+        gated = runtime != "torch"
+        agreement = f"next-token agreement with its source {accuracy['agreement_pct']:.1f} %" + ("" if gated else " (shown, not gated)")
         if "identical_continuations_pct" in accuracy:
-            text += f", same 64-token text as its source on {accuracy['identical_continuations_pct']:.0f} % of prompts"
+            agreement += f", same 64-token text on {accuracy['identical_continuations_pct']:.0f} % of prompts"
         if accuracy.get("weights_exact"):
-            text += " (its source's exact weights)"
-        return text + (f", perplexity {accuracy['perplexity']:.2f}" if "perplexity" in accuracy else "")
+            agreement += " (its source's exact weights)"
+        return " · ".join(parts + [agreement])
     return accuracy.get("note", "accuracy not measured yet")
 
 
@@ -113,7 +122,7 @@ def _stats(status: dict, result: dict, baseline_ms: float | None, task: str) -> 
         lines.append(f"{result['tokens']} tokens in {result['windows']} window(s) · null margin {result['score']:+.2f}")
         if note := unanswerable_note(result):
             lines.insert(0, f"ℹ️ {note}")
-    lines.append(f"size {status['size_bytes'] / 1e6:,.1f} MB · {_accuracy_text(status['accuracy'])}")
+    lines.append(f"size {status['size_bytes'] / 1e6:,.1f} MB · {_accuracy_text(status['accuracy'], status.get('runtime', 'onnxruntime'))}")
     return "\n\n".join(lines) + _gate_text(status["accuracy"])
 
 

@@ -60,8 +60,8 @@ class Runner:
 def torch_qa_logits(model, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """A transformers QA model's start and end logits for numpy inputs."""
     with torch.inference_mode():
-        out = model(**{k: torch.from_numpy(v) for k, v in inputs.items()})
-    return out.start_logits.float().numpy(), out.end_logits.float().numpy()
+        out = model(**{k: torch.from_numpy(v).to(model.device) for k, v in inputs.items()})
+    return out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
 
 
 def load_qa_config(path: Path) -> QAConfig:

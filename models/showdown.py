@@ -110,10 +110,13 @@ class Showdown:
         if training:
             return {"split": "test articles " + ", ".join(training["articles"]["test"]), **training["test"]}
         if task == "generation" and variant == "baseline":
-            optimized = self._locate(task, "optimized")
-            reference = _read_json(optimized / "manifest.json").get("metrics", {}) if optimized else {}
+            reference = {}
+            for built in ("pruned", "optimized"):  # both measured against the baseline
+                path = self._locate(task, built)
+                reference.update(_read_json(path / "manifest.json").get("metrics", {}) if path else {})
             if "reference_perplexity" in reference:
-                return {"agreement_pct": 100.0, "perplexity": reference["reference_perplexity"], "note": "reference"}
+                return {"agreement_pct": 100.0, "perplexity": reference["reference_perplexity"], "note": "reference",
+                        **({"instruction_pct": reference["reference_instruction_pct"]} if "reference_instruction_pct" in reference else {})}
         return {}
 
     def _fix(self, task: Task, variant: str) -> str:
@@ -160,7 +163,7 @@ class Showdown:
         if accuracy.get("gates_missed"):
             detail += "; missed accuracy gate: " + "; ".join(accuracy["gates_missed"])
         return {
-            "task": task, "variant": variant, "status": status, "detail": detail,
+            "task": task, "variant": variant, "runtime": spec.runtime, "status": status, "detail": detail,
             "path": str(path) if path else None, "size_bytes": size_bytes(path) if path else 0,
             "accuracy": accuracy,
         }

@@ -22,7 +22,7 @@ from models.catalog import Preset
 from models.generation import preprocess as chat_prompt
 from models.runners import Runner, load_runner
 from optimize import squad
-from optimize import evaluate_qa
+from optimize import evaluate_qa, instructions
 from optimize.evaluate_qa import HeldOut
 from optimize.gates import Gates
 from optimize.heldout import PROMPTS
@@ -134,7 +134,21 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
         metrics["perplexity"] = round(perplexity(runner, paragraphs), 3)
         metrics["reference_perplexity"] = round(cached["perplexity"], 3)
         metrics["perplexity_ratio"] = round(metrics["perplexity"] / metrics["reference_perplexity"], 4)
+    if runner.runtime == "torch":  # a pruned model: quality as a visitor meets it, the gate of issue 13
+        reference_score = reference_cache(reference_path, f"instructions-{_instructions_key()}",
+                                          lambda: {"instruction_pct": instructions.measure(load_reference())["instruction_pct"]})
+        metrics["instruction_pct"] = instructions.measure(runner)["instruction_pct"]
+        metrics["reference_instruction_pct"] = reference_score["instruction_pct"]
+        metrics["instruction_of_baseline_pct"] = round(
+            100 * metrics["instruction_pct"] / max(reference_score["instruction_pct"], 1e-9), 1)
     return metrics
+
+
+def _instructions_key() -> str:
+    """The reference's instruction score depends on the set: a changed set is measured again."""
+    import hashlib
+
+    return hashlib.sha256(instructions.SET_PATH.read_bytes()).hexdigest()[:8]
 
 
 def _everyday_key() -> str:

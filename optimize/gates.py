@@ -24,8 +24,10 @@ class Gates:
     exact_agreement_pct: float = 99.5  # teacher-forced greedy tokens
     exact_identical_pct: float = 90.0  # prompts whose 64-token greedy continuation is the source's, token for token
     pruned_f1_drop: float = 3.0  # QA pruned vs baseline, both measures
-    pruned_agreement_pct: float = 85.0  # generation pruned: greedy next-token agreement with baseline
-    pruned_perplexity_ratio: float = 1.25
+    # generation pruned: a smaller model by design, judged on quality (issue 13), not on copying the
+    # baseline's next token (agreement is measured and shown, not gated)
+    pruned_perplexity_ratio: float = 1.5  # held-out Wikipedia perplexity vs baseline
+    pruned_instruction_pct: float = 90.0  # instruction-set score as a share of the baseline's
 
 
 def failures(task: str, runtime: str, metrics: dict, gates: Gates = Gates()) -> list[str]:
@@ -48,8 +50,9 @@ def failures(task: str, runtime: str, metrics: dict, gates: Gates = Gates()) -> 
         if task == "qa":
             missed += _qa_drops(metrics, gates.pruned_f1_drop, "baseline")
         if task == "generation":
-            if metrics.get("agreement_pct", 100) < gates.pruned_agreement_pct:
-                missed.append(f"next-token agreement {metrics['agreement_pct']:.1f}% (gate ≥ {gates.pruned_agreement_pct}%)")
+            if metrics.get("instruction_of_baseline_pct", 100) < gates.pruned_instruction_pct:
+                missed.append(f"instruction-set score {metrics['instruction_of_baseline_pct']:.1f}% of baseline's "
+                              f"(gate ≥ {gates.pruned_instruction_pct}%)")
             if metrics.get("perplexity_ratio", 1) > gates.pruned_perplexity_ratio:
                 missed.append(f"perplexity {metrics['perplexity_ratio']:.3f}x baseline (gate ≤ {gates.pruned_perplexity_ratio}x)")
     return missed

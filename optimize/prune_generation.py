@@ -146,8 +146,9 @@ class LoRALinear(nn.Module):
         super().__init__()
         self.base = base.requires_grad_(False)
         self.scale = alpha / rank
-        self.lora_A = nn.Parameter(torch.randn(rank, base.in_features) / base.in_features**0.5)
-        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank))
+        device = base.weight.device
+        self.lora_A = nn.Parameter(torch.randn(rank, base.in_features, device=device) / base.in_features**0.5)
+        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, device=device))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.base(x) + (x @ self.lora_A.t() @ self.lora_B.t()) * self.scale
@@ -313,11 +314,12 @@ def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: Re
     optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * step / config.steps)))
-    bf16, losses = has_bf16(), []
+    device = next(student.parameters()).device  # a lent GPU distils longer (scripts/gpu_distill_generation.py)
+    bf16, losses = has_bf16() or device.type == "cuda", []
     student.train()
     for step in range(config.steps):
-        ids, mask = _padded(rng.sample(texts, config.batch_size), pad_id)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        ids, mask = (t.to(device) for t in _padded(rng.sample(texts, config.batch_size), pad_id))
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             with torch.inference_mode():
                 target = teacher(input_ids=ids, attention_mask=mask, use_cache=False).logits.float()
             logits = student(input_ids=ids, attention_mask=mask, use_cache=False).logits.float()

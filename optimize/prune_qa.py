@@ -168,7 +168,7 @@ def run(baseline_dir, prune_config: PruneConfig, train_config, recovery: Recover
     features = training_features(tokenizer, training_examples(train_config, articles), train_config.qa)
     published, train_config = train_config.output, replace(train_config, output=staging_dir(train_config.output))
     validation_data = squad.examples(articles, train_config.split.validation)
-    teacher = load_baseline(baseline_dir).eval()
+    teacher = load_baseline(baseline_dir).eval().to(train_config.device)
     student = pruned_copy(baseline_dir, features, tokenizer.pad_token_id, prune_config)
     before = evaluate_model(student, tokenizer, validation_data, train_config.qa)["metrics"]["overall_f1"]
     log.info("pruned to %d heads, %d FFN neurons per layer, %d layers dropped; validation F1 before recovery %.2f",

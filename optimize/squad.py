@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import re
 import string
 from dataclasses import dataclass
 from pathlib import Path
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# ../shared/data beside the checkout; SHOWDOWN_SHARED_DATA points elsewhere (a lent GPU machine gets a copy)
+SHARED_DATA = Path(os.environ.get("SHOWDOWN_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
 DEFAULT_SQUAD_PATH = SHARED_DATA / "squad-v2-dev" / "dev-v2.0.json"
 # The first 10 articles of the official SQuAD 2.0 train set: extra training data, no title shared with dev.
 TRAIN_HEAD_PATH = SHARED_DATA / "squad-v2-train-head" / "train-v2.0-first10.json"

@@ -72,12 +72,14 @@ def built_defaults():
 
 
 def test_generation_pruned_is_smaller_and_meets_its_gates(built_defaults):
-    """The committed plan (2 % of FFN neurons, ranked across layers) assembled and re-measured on
-    the 64 held-out prompts by the build: ≥ 85 % greedy agreement, perplexity ≤ 1.25x; its
-    optimized export agrees with it on ≥ 98 % of greedy tokens."""
+    """The committed plan (2 % of FFN neurons, ranked across layers) assembled and re-measured by
+    the build: perplexity ≤ 1.5x and instruction-set score ≥ 90 % of the baseline's (issue 13's
+    gates), greedy agreement on the 64 held-out prompts measured and shown; its optimized export
+    agrees with it on ≥ 98 % of greedy tokens."""
     artifacts = REPO_ROOT / "artifacts" / "generation-smollm2"
     pruned = json.loads((artifacts / "pruned" / "manifest.json").read_text())["metrics"]
-    assert pruned["prompts"] == 64 and pruned["agreement_pct"] >= 85 and pruned["perplexity_ratio"] <= 1.25
+    assert pruned["prompts"] == 64 and "agreement_pct" in pruned and pruned["perplexity_ratio"] <= 1.5, pruned
+    assert pruned["instruction_of_baseline_pct"] >= 90 and pruned["reference_instruction_pct"] > 0, pruned
     config = json.loads((artifacts / "pruned" / "config.json").read_text())
     assert sum(config["intermediate_sizes"]) < config["num_hidden_layers"] * 1536
     optimized = json.loads((artifacts / "pruned-optimized" / "manifest.json").read_text())

