@@ -367,9 +367,14 @@ validation article. The margin is the best span's score minus the null score (lo
 **Accuracy is measured, not assumed.** QA, two ways, on SQuAD 2.0 articles never used in
 training: SQuAD 2.0 EM/F1 (overall, answerable, unanswerable) with each variant's own tuned
 null threshold, and SQuAD 1.1-style forced-span EM/F1 on the answerable questions; plus F1 on
-40 hand-written questions about everyday texts (`optimize/everyday_qa.json`). Generation: greedy next-token agreement
-with the source and perplexity on held-out Wikipedia text; for an ONNX export also the share of 64
-held-out prompts whose 64-token greedy text is its source's, token for token.
+40 hand-written questions about everyday texts (`optimize/everyday_qa.json`). Generation:
+perplexity on held-out Wikipedia text, the score on a public 60-prompt instruction set
+(`optimize/instruction_set.json`: facts, arithmetic, formats, longer answers, each checked by
+keywords or an exact pattern), and greedy next-token agreement with the source. An ONNX export
+promises its source's model, so agreement is its gate (plus, for an export of exact weights, the
+share of 64 held-out prompts whose 64-token greedy text is its source's). A pruned model is a
+smaller model by design: it is gated on perplexity (≤ 1.5x) and on keeping ≥ 90 % of the
+baseline's instruction-set score; its agreement is shown, not gated.
 
 **API.** `/variants`, `/qa` and `/generate` are callable with `gradio_client` (see the README).
 """

@@ -252,23 +252,30 @@ def recovery_texts(tokenizer, max_tokens: int) -> list[torch.Tensor]:
     return texts
 
 
+def left_padded_prompts(tokenizer, prompts: list[str], pad_id: int) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
+    """Chat-template prompts as one left-padded batch, so that every answer starts at the same column."""
+    from models.generation import preprocess
+
+    batch = [preprocess(tokenizer, p)[0] for p in prompts]
+    length = max(len(ids) for ids in batch)
+    ids = torch.full((len(batch), length), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, prompt_ids in enumerate(batch):
+        ids[row, length - len(prompt_ids):], mask[row, length - len(prompt_ids):] = prompt_ids, 1
+    return batch, ids, mask
+
+
 def teacher_chats(teacher, tokenizer, prompts: list[str], new_tokens: int = 48, batch_size: int = 32) -> list[torch.Tensor]:
     """The teacher's greedy answer to each prompt as a user turn, prompt included (1×L each):
     the distribution the generation gate measures on, with none of its held-out prompts."""
-    from models.generation import preprocess
-
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     out = []
     for start in range(0, len(prompts), batch_size):
-        batch = [preprocess(tokenizer, p)[0] for p in prompts[start: start + batch_size]]
-        length = max(len(ids) for ids in batch)
-        ids = torch.full((len(batch), length), pad_id, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for row, prompt_ids in enumerate(batch):  # left padding: every answer starts at `length`
-            ids[row, length - len(prompt_ids):], mask[row, length - len(prompt_ids):] = prompt_ids, 1
-        with torch.inference_mode():
-            generated = teacher.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens,
-                                         do_sample=False, pad_token_id=pad_id)
+        batch, ids, mask = left_padded_prompts(tokenizer, prompts[start: start + batch_size], pad_id)
+        length = ids.shape[1]
+        with torch.inference_mode(), torch.autocast(teacher.device.type, dtype=torch.bfloat16, enabled=teacher.device.type == "cuda"):
+            generated = teacher.generate(input_ids=ids.to(teacher.device), attention_mask=mask.to(teacher.device),
+                                         max_new_tokens=new_tokens, do_sample=False, pad_token_id=pad_id).cpu()
         for row, prompt_ids in enumerate(batch):
             answer = generated[row, length:]
             ends = (answer == tokenizer.eos_token_id).nonzero()

@@ -1,0 +1,76 @@
+"""Measure a committed generation pruning candidate the way the build measures `pruned`, without
+touching the default artifacts: assemble it, gate it (perplexity, instruction set; agreement
+shown), build its ONNX export with the default ladder, and time its decoding against the default
+`optimized` in one process, alternating rounds (~128-token prompt, 64 new tokens, greedy).
+
+Usage: python scripts/measure_pruned_candidate.py weights/generation-smollm2-pruned-20pct [ROUNDS]
+Writes reports/pruning-candidate-<name>.json. The default artifacts (baseline, optimized) must be built.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main(recipe_dir: str, rounds: int = 7) -> dict:
+    default_root = REPO / "artifacts"
+    root = REPO / "artifacts" / "candidates" / Path(recipe_dir).name
+    os.environ["SHOWDOWN_ARTIFACTS"] = str(root)
+    (root / "generation-smollm2").mkdir(parents=True, exist_ok=True)
+    for shared in ("generation-smollm2/baseline", "reference-cache"):  # the same baseline: no second conversion
+        link = root / shared
+        if not link.exists():
+            link.symlink_to(default_root / shared)
+    from models import catalog
+    from optimize import build
+
+    preset = catalog.default_preset("generation")
+    variants = tuple(dataclasses.replace(v, recipe_dir=recipe_dir) if v.name == "pruned" else v for v in preset.variants)
+    preset = dataclasses.replace(preset, variants=variants)
+    catalog.PRESETS = tuple(preset if p.name == preset.name else p for p in catalog.PRESETS)
+    pruned_dir = build.build_assembled(preset, "pruned", strict=False)
+    pruned = json.loads((pruned_dir / "manifest.json").read_text())["metrics"]
+    exported_dir = build.build_onnx(preset, "pruned-optimized")
+    exported = json.loads((exported_dir / "manifest.json").read_text())
+    result = {"recipe_dir": recipe_dir, "pruned": pruned, "pruned_optimized": {"steps": exported["steps"], **exported["metrics"]},
+              "decode": decode_ratio(default_root / "generation-smollm2" / "optimized", exported_dir, rounds)}
+    out = REPO / "reports" / f"pruning-candidate-{Path(recipe_dir).name}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    return result
+
+
+def decode_ratio(optimized_dir: Path, candidate_dir: Path, rounds: int) -> dict:
+    from models import generation
+    from models.runners import load_runner
+    from optimize.bench import BenchConfig, generation_prompt
+
+    runners = {"optimized": load_runner("generation", "optimized", "onnxruntime", optimized_dir),
+               "candidate pruned-optimized": load_runner("generation", "pruned-optimized", "onnxruntime", candidate_dir)}
+    prompt = generation_prompt(runners["optimized"].tokenizer, BenchConfig().generation_prompt_tokens)
+    speeds = {name: [] for name in runners}
+    for name, runner in runners.items():  # warm-up
+        generation.generate(runner, prompt, 8)
+    for _ in range(rounds):
+        for name, runner in runners.items():
+            started = time.perf_counter()
+            result = generation.generate(runner, prompt, 64)
+            decode_ms = result["latency_ms"]["model"] - result["ttft_ms"]  # after the first token: decoding alone
+            speeds[name].append({"tokens_per_s": (result["new_tokens"] - 1) / (decode_ms / 1e3), "ttft_ms": result["ttft_ms"],
+                                 "new_tokens": result["new_tokens"], "seconds": time.perf_counter() - started})
+    median = {name: statistics.median(s["tokens_per_s"] for s in values) for name, values in speeds.items()}
+    ratios = [c["tokens_per_s"] / o["tokens_per_s"] for c, o in zip(speeds["candidate pruned-optimized"], speeds["optimized"])]
+    return {"rounds": rounds, "median_decode_tokens_per_s": median, "rows": speeds,
+            "ratio_median": round(median["candidate pruned-optimized"] / median["optimized"], 3),
+            "ratio_per_round": [round(r, 3) for r in ratios]}
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 7)
