@@ -34,29 +34,6 @@ def block_parameters(model) -> int:
     return sum(p.numel() for p in model.model.layers.parameters())
 
 
-def teacher_answers(teacher, tokenizer, prompts: list[str], new_tokens: int = 64, batch_size: int = 128) -> list[torch.Tensor]:
-    from models.generation import preprocess
-
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    out = []
-    for start in range(0, len(prompts), batch_size):
-        batch = [preprocess(tokenizer, p)[0] for p in prompts[start:start + batch_size]]
-        length = max(len(ids) for ids in batch)
-        ids = torch.full((len(batch), length), pad_id, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for row, prompt_ids in enumerate(batch):
-            ids[row, length - len(prompt_ids):], mask[row, length - len(prompt_ids):] = prompt_ids, 1
-        with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16):
-            generated = teacher.generate(input_ids=ids.cuda(), attention_mask=mask.cuda(), max_new_tokens=new_tokens,
-                                         do_sample=False, pad_token_id=pad_id).cpu()
-        for row, prompt_ids in enumerate(batch):
-            answer = generated[row, length:]
-            ends = (answer == tokenizer.eos_token_id).nonzero()
-            answer = answer[: int(ends[0]) + 1] if len(ends) else answer
-            out.append(torch.cat([prompt_ids, answer])[None])
-    return out
-
-
 def perplexity(model, tokenizer, paragraphs: list[str]) -> float:
     nll = count = 0.0
     with torch.inference_mode():
@@ -70,20 +47,16 @@ def perplexity(model, tokenizer, paragraphs: list[str]) -> float:
 
 def instruction_score(model, tokenizer) -> dict:
     """Greedy answers to the instruction set, batched (left padding) by answer length."""
-    from models.generation import preprocess
     from optimize import instructions
+    from optimize.prune_generation import left_padded_prompts
 
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     items = instructions.load()
     passed, answers = 0, {}
     for new_tokens in sorted({item.get("max_new_tokens", instructions.SHORT_ANSWER_TOKENS) for item in items}):
         group = [item for item in items if item.get("max_new_tokens", instructions.SHORT_ANSWER_TOKENS) == new_tokens]
-        batch = [preprocess(tokenizer, item["prompt"])[0] for item in group]
-        length = max(len(ids) for ids in batch)
-        ids = torch.full((len(batch), length), pad_id, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for row, prompt_ids in enumerate(batch):
-            ids[row, length - len(prompt_ids):], mask[row, length - len(prompt_ids):] = prompt_ids, 1
+        _, ids, mask = left_padded_prompts(tokenizer, [item["prompt"] for item in group], pad_id)
+        length = ids.shape[1]
         with torch.inference_mode():
             out = model.generate(input_ids=ids.cuda(), attention_mask=mask.cuda(), do_sample=False,
                                  max_new_tokens=new_tokens, pad_token_id=pad_id).cpu()
@@ -114,7 +87,7 @@ def main(gguf: Path, work: Path, budget_s: float) -> None:
     dev = squad.examples(squad.load_articles(), squad.ArticleSplit().train)
     head = squad.all_examples(squad.TRAIN_HEAD_PATH)
     questions = [e.question for e in dev + head if e.answers]
-    chats = teacher_answers(teacher, tokenizer, prompts(questions, count=TEACHER_PROMPTS))
+    chats = pg.teacher_chats(teacher, tokenizer, prompts(questions, count=TEACHER_PROMPTS), new_tokens=64, batch_size=128)
     logging.info("teacher answers: %d in %.0fs", len(chats), time.perf_counter() - started)
     paragraphs = list(dict.fromkeys(e.context for e in head))
     texts = pg.recovery_texts(tokenizer, 256) + [tokenizer(p, return_tensors="pt").input_ids[:, :256] for p in paragraphs] + chats * CHAT_REPEATS
