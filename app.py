@@ -14,7 +14,7 @@ import pandas as pd
 from models.catalog import VARIANTS
 from models.errors import InputError, VariantUnavailable
 from models.logs import configure_logging
-from models.reports import MeasureHere, bench_markdown, load_report_table, report_chart
+from models.reports import MeasureHere, bench_markdown, load_report_table, pruning_markdown, report_chart
 from models.showdown import Showdown
 
 log = logging.getLogger("app")
@@ -295,6 +295,7 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
                 chart = report_chart(task)
                 if chart:
                     gr.Image(chart, show_label=False, height=320)
+            gr.Markdown(pruning_markdown())
             gr.Markdown("### Against what users would pick instead (`python -m optimize bench`)")
             with gr.Row():
                 with gr.Column():

@@ -174,6 +174,13 @@ def bench_markdown(directory: Path = REPORTS_DIR) -> str:
     return label + path.read_text()
 
 
+def pruning_markdown(directory: Path = REPORTS_DIR) -> str:
+    """What pruning costs and buys, per candidate (reports/pruning-generation.md, written by hand
+    from the build's measurements and scripts/measure_pruned_candidate.py)."""
+    path = directory / "pruning-generation.md"
+    return path.read_text() if path.exists() else "No pruning report yet."
+
+
 def quick_bench(progress: Callable[[str], None]) -> str:
     """`python -m optimize bench --quick --no-app` in a child process (its models stay out of the
     app's memory); each line it prints is the progress. Returns its table, labelled."""

@@ -1,4 +1,5 @@
 """The one report type: measured side by side, saved as JSON/CSV/Markdown/PNG, read back by the app."""
+from models.catalog import REPO_ROOT
 from models.reports import Report, load_report_table, report_chart
 from models.showdown import Showdown
 from optimize.report import ReportConfig, measure_task, qa_context
@@ -29,3 +30,13 @@ def test_qa_context_fills_the_requested_number_of_tokens(built_presets):
     context = qa_context(tokenizer, 384)
     length = len(tokenizer("Who worked a little bit harder?", context)["input_ids"])
     assert 380 <= length <= 384
+
+
+def test_benchmarks_tab_carries_what_pruning_costs():
+    """Issue 13: the committed pruning report (default and the 20 % candidate, each with its
+    perplexity, instruction score and speed) is what the Benchmarks tab shows."""
+    from models.reports import pruning_markdown
+
+    text = pruning_markdown()
+    assert "20.0 %" in text and "instruction set" in text and "perplexity" in text
+    assert "No pruning report yet." == pruning_markdown(REPO_ROOT / "nowhere")
