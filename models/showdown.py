@@ -111,8 +111,9 @@ class Showdown:
             return {"split": "test articles " + ", ".join(training["articles"]["test"]), **training["test"]}
         if task == "generation" and variant == "baseline":
             reference = {}
+            names = {v.name for v in self.preset(task).variants}
             for built in ("pruned", "optimized"):  # both measured against the baseline
-                path = self._locate(task, built)
+                path = self._locate(task, built) if built in names else None
                 reference.update(_read_json(path / "manifest.json").get("metrics", {}) if path else {})
             if "reference_perplexity" in reference:
                 return {"agreement_pct": 100.0, "perplexity": reference["reference_perplexity"], "note": "reference",
