@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import random
 import sys
 import time
@@ -35,14 +34,12 @@ def block_parameters(model) -> int:
 
 
 def perplexity(model, tokenizer, paragraphs: list[str]) -> float:
-    nll = count = 0.0
-    with torch.inference_mode():
-        for text in paragraphs:
-            ids = tokenizer(text, return_tensors="pt").input_ids[:, :256].cuda()
-            logits = model(input_ids=ids, use_cache=False).logits.float()[0, :-1]
-            nll -= float(torch.log_softmax(logits, -1).gather(1, ids[0, 1:, None]).sum())
-            count += ids.shape[1] - 1
-    return math.exp(nll / count)
+    """optimize/accuracy.py's held-out perplexity, for a model on the GPU."""
+    from models.runners import Runner
+    from optimize import accuracy
+
+    runner = Runner(task="generation", variant="pruned", runtime="torch", path=Path("."), tokenizer=tokenizer, model=model)
+    return accuracy.perplexity(runner, paragraphs)
 
 
 def instruction_score(model, tokenizer) -> dict:

@@ -50,7 +50,7 @@ def main(recipe_dir: str, rounds: int = 7) -> dict:
 def decode_ratio(optimized_dir: Path, candidate_dir: Path, rounds: int) -> dict:
     from models import generation
     from models.runners import load_runner
-    from optimize.bench import BenchConfig, generation_prompt
+    from optimize.bench import BenchConfig, decode_rate, generation_prompt
 
     runners = {"optimized": load_runner("generation", "optimized", "onnxruntime", optimized_dir),
                "candidate pruned-optimized": load_runner("generation", "pruned-optimized", "onnxruntime", candidate_dir)}
@@ -62,8 +62,7 @@ def decode_ratio(optimized_dir: Path, candidate_dir: Path, rounds: int) -> dict:
         for name, runner in runners.items():
             started = time.perf_counter()
             result = generation.generate(runner, prompt, 64)
-            decode_ms = result["latency_ms"]["model"] - result["ttft_ms"]  # after the first token: decoding alone
-            speeds[name].append({"tokens_per_s": (result["new_tokens"] - 1) / (decode_ms / 1e3), "ttft_ms": result["ttft_ms"],
+            speeds[name].append({"tokens_per_s": decode_rate(result), "ttft_ms": result["ttft_ms"],
                                  "new_tokens": result["new_tokens"], "seconds": time.perf_counter() - started})
     median = {name: statistics.median(s["tokens_per_s"] for s in values) for name, values in speeds.items()}
     ratios = [c["tokens_per_s"] / o["tokens_per_s"] for c, o in zip(speeds["candidate pruned-optimized"], speeds["optimized"])]
