@@ -191,15 +191,53 @@ def merge_lora(model) -> dict[str, torch.Tensor]:
     return delta
 
 
+def full_delta(model, pruned_weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The committed form of a fully fine-tuned pruned model (a lent GPU trains every block weight):
+    W − W_pruned per linear weight as int8 with one fp16 scale per row (half the bytes of fp16, so
+    24 SmolLM2 layers stay under the 150 MB cap), and the norm gains as they are. The model is set
+    to what the delta rebuilds, so what is measured afterwards is what a fresh clone assembles."""
+    delta = {}
+    for name, parameter in model.model.layers.named_parameters():
+        key = f"layers.{name}"
+        if parameter.ndim == 2:
+            moved = parameter.detach().float().cpu() - pruned_weights[name].float()
+            scale = (moved.abs().amax(1, keepdim=True) / 127).clamp_min(1e-12).half()
+            codes = torch.round(moved / scale.float()).clamp(-127, 127).to(torch.int8)
+            delta[f"{key[: -len('.weight')]}.delta_int8"], delta[f"{key[: -len('.weight')]}.delta_scale"] = codes, scale
+            parameter.data = (pruned_weights[name].float() + codes.float() * scale.float()).to(parameter.device, parameter.dtype)
+        else:
+            delta[key] = parameter.detach().cpu().clone()
+    return delta
+
+
 def apply_delta(model, delta: dict[str, torch.Tensor]) -> None:
-    """The inverse of merge_lora on a freshly pruned baseline: W += B·A, norm gains replaced."""
+    """The inverse of merge_lora / full_delta on a freshly pruned baseline: W += B·A (or the int8
+    delta × its row scales), norm gains replaced."""
     for key, value in delta.items():
-        if key.endswith(".lora_A"):
+        if key.endswith(".delta_int8"):
+            prefix = key[: -len(".delta_int8")]
+            linear = model.model.get_submodule(prefix)
+            moved = value.float() * delta[f"{prefix}.delta_scale"].float()
+            linear.weight.data += moved.to(linear.weight.device, linear.weight.dtype)
+        elif key.endswith(".lora_A"):
             prefix = key[: -len(".lora_A")]
             linear = model.model.get_submodule(prefix)
             linear.weight.data += (delta[f"{prefix}.lora_B"].float() @ value.float()).to(linear.weight.dtype)
         elif key.endswith("layernorm.weight"):
             model.model.get_submodule(key[: -len(".weight")]).weight.data = value.to(torch.float32).clone()
+
+
+def stack_deltas(first: dict[str, torch.Tensor], second: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """One delta for two recovery rounds (a second round trains fresh adapters on top of the first):
+    B1·A1 + B2·A2 = [B1 B2]·[A1; A2], so the committed form stays one rank-(r1+r2) adapter per
+    weight; the norm gains are the second round's, which started from the first's."""
+    stacked = dict(second)
+    for key, value in first.items():
+        if key.endswith(".lora_A"):
+            stacked[key] = torch.cat([value, second[key].to(value.dtype)], 0)
+        elif key.endswith(".lora_B"):
+            stacked[key] = torch.cat([value, second[key].to(value.dtype)], 1)
+    return stacked
 
 
 def prune_with_plan(model, dropped: list[int], kept_neurons: dict[int, torch.Tensor]):
@@ -230,6 +268,7 @@ class RecoveryConfig:
     alpha: float = 32.0
     seed: int = 42
     threads: int = 2
+    hidden_weight: float = 0.0  # > 0: also match each kept layer's output to the teacher's same layer
 
 
 def recovery_texts(tokenizer, max_tokens: int) -> list[torch.Tensor]:
@@ -307,8 +346,22 @@ def _padded(batch: list[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torch
     return ids, mask
 
 
-def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: RecoveryConfig) -> list[float]:
-    """KL(teacher || student) over every real token; AdamW on adapters and norm gains only."""
+def hidden_state_loss(student_states, teacher_states, kept_layers: list[int], keep: torch.Tensor) -> torch.Tensor:
+    """Mean relative squared error between each student layer's output and the output of the teacher
+    layer it was (kept_layers[i]), over real tokens: the layers after a cut learn to start from
+    where the dropped ones left off, not only to match the final distribution."""
+    errors = []
+    for index, source in enumerate(kept_layers):
+        ours, theirs = student_states[index + 1][keep].float(), teacher_states[source + 1][keep].float()
+        errors.append(((ours - theirs).pow(2).sum(-1) / theirs.pow(2).sum(-1).clamp_min(1e-6)).mean())
+    return torch.stack(errors).mean()
+
+
+def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: RecoveryConfig,
+            kept_layers: list[int] | None = None) -> list[float]:
+    """KL(teacher || student) over every real token (plus hidden_state_loss when
+    config.hidden_weight > 0 and kept_layers maps student layers to teacher layers); AdamW on the
+    trainable parameters (adapters and norm gains, or every block weight)."""
     import math
     import random
 
@@ -327,11 +380,15 @@ def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: Re
     for step in range(config.steps):
         ids, mask = (t.to(device) for t in _padded(rng.sample(texts, config.batch_size), pad_id))
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            hidden = config.hidden_weight > 0 and kept_layers is not None
             with torch.inference_mode():
-                target = teacher(input_ids=ids, attention_mask=mask, use_cache=False).logits.float()
-            logits = student(input_ids=ids, attention_mask=mask, use_cache=False).logits.float()
+                taught = teacher(input_ids=ids, attention_mask=mask, use_cache=False, output_hidden_states=hidden)
+            learned = student(input_ids=ids, attention_mask=mask, use_cache=False, output_hidden_states=hidden)
         keep = mask.bool()
-        loss = distillation_loss(logits[keep][None], target.clone()[keep][None])
+        loss = distillation_loss(learned.logits.float()[keep][None], taught.logits.float().clone()[keep][None])
+        if hidden:
+            teacher_states = [state.clone() for state in taught.hidden_states]
+            loss = loss + config.hidden_weight * hidden_state_loss(learned.hidden_states, teacher_states, kept_layers, keep)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
@@ -408,14 +465,15 @@ def run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig,
 
 def save_recovery(output: Path, dropped: list[int], kept_neurons: dict[int, torch.Tensor],
                   delta: dict[str, torch.Tensor], details: dict) -> None:
-    """The committed part of a pruned decoder: plan (JSON) + kept-neuron indices and fp16 delta."""
+    """The committed part of a pruned decoder: plan (JSON) + kept-neuron indices and the delta
+    (fp16 adapters and gains, or full_delta's int8 codes)."""
     import json
 
     from safetensors.torch import save_file
 
     output.mkdir(parents=True, exist_ok=True)
     tensors = {f"ffn_kept.{i}": index.to(torch.int32).contiguous() for i, index in kept_neurons.items()}
-    tensors.update({k: v.to(torch.float16).contiguous() for k, v in delta.items()})
+    tensors.update({k: (v if v.dtype == torch.int8 else v.to(torch.float16)).contiguous() for k, v in delta.items()})
     save_file(tensors, output / DELTA_FILE)
     widths = ffn_widths(kept_neurons)
     plan_data = {"dropped_layers": dropped, "ffn_kept": widths[0] if len(set(widths)) == 1 else widths, **details}

@@ -46,3 +46,39 @@ def prompts(squad_questions: list[str], count: int = 640, seed: int = 42) -> lis
     chosen = taken + questions[: count - len(taken)]
     rng.shuffle(chosen)
     return chosen
+
+
+# Instructions that ask for a shape of answer (lists, JSON, one sentence, yes/no first, steps):
+# the instruction set scores such shapes, and a 20 % cut lost them first (issue 13), so longer
+# distillation adds the teacher's own answers to these. Their topics share no word with a prompt
+# of the instruction set (tests/test_prune.py), so the set still measures and never teaches.
+FORMAT_TEMPLATES: tuple[str, ...] = (
+    "Name three facts about {topic}, one per line, each line starting with an asterisk.",
+    "Give a numbered list of four steps for learning about {topic}.",
+    "Summarize {topic} in exactly one sentence.",
+    "Write a JSON object with the keys \"topic\" and \"fact\" for {topic}.",
+    "Write a short email to a colleague about {topic}.",
+    "Describe {topic} in three short stages, one per line.",
+    "Give one adjective that describes {topic}. Reply with the adjective only.",
+    "Write a two-sentence summary of {topic} for a school report.",
+    "Does {topic} matter in everyday life? Start your answer with yes or no.",
+    "Write a title for an article about {topic}, in quotation marks.",
+)
+_COMMON = {"the", "a", "of", "in", "and"}
+
+
+def _words(text: str) -> set[str]:
+    import re
+
+    return set(re.findall(r"[a-z]+", text.lower())) - _COMMON
+
+
+def format_prompts(seed: int = 42) -> list[str]:
+    """FORMAT_TEMPLATES over the topics that share no word with an instruction-set prompt."""
+    from optimize.instructions import load
+
+    measured = set().union(*(_words(item["prompt"]) for item in load()))
+    topics = [topic for topic in TOPICS if not _words(topic) & measured]
+    chosen = [template.format(topic=topic) for template in FORMAT_TEMPLATES for topic in topics]
+    random.Random(seed).shuffle(chosen)
+    return chosen

@@ -6,7 +6,8 @@ with more teacher answers, both SQuAD folders' training paragraphs, and far more
 CPU cores afford. For each candidate it writes the committed form (pruning.json + LoRA/norm delta)
 and measures perplexity on held-out Wikipedia and the instruction-set score (HF greedy decoding
 here; the build re-measures through the app's own path on CPU).
-Usage on the device: python scripts/gpu_distill_generation.py GGUF WORK_DIR SECONDS
+Usage on the device: python scripts/gpu_distill_generation.py GGUF WORK_DIR SECONDS [--only NAME --rank R --lr LR
+--chat-repeats N --teacher-prompts N --formats --resume COMMITTED_DIR]
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ CANDIDATES = (  # (name, DecoderPruneConfig overrides): each removes >= 20 % of 
 )
 TEACHER_PROMPTS = 2000
 MIN_STEPS = 100
+HIDDEN_WEIGHT = 0.0  # --hidden: pg.hidden_state_loss's weight
+FULL, STEPS = False, 0  # --full: train every block weight (committed as pg.full_delta); --steps: no timing probe
 RANK, LEARNING_RATE, CHAT_REPEATS = 32, 5e-4, 1  # the second run: rank 64, 1e-3, the teacher's chats twice
 
 
@@ -65,14 +68,15 @@ def instruction_score(model, tokenizer) -> dict:
     return {"passed": passed, "answers": answers}
 
 
-def main(gguf: Path, work: Path, budget_s: float) -> None:
+def main(gguf: Path, work: Path, budget_s: float, resume: Path | None = None, teacher_prompts: int = TEACHER_PROMPTS,
+         with_formats: bool = False) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from models.sources import converted_gguf
     from optimize import prune_generation as pg
     from optimize import squad
     from optimize.accuracy import heldout_paragraphs
-    from optimize.recovery_prompts import prompts
+    from optimize.recovery_prompts import format_prompts, prompts
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     started = time.perf_counter()
@@ -84,12 +88,14 @@ def main(gguf: Path, work: Path, budget_s: float) -> None:
     dev = squad.examples(squad.load_articles(), squad.ArticleSplit().train)
     head = squad.all_examples(squad.TRAIN_HEAD_PATH)
     questions = [e.question for e in dev + head if e.answers]
-    chats = pg.teacher_chats(teacher, tokenizer, prompts(questions, count=TEACHER_PROMPTS), new_tokens=64, batch_size=128)
+    asked = prompts(questions, count=teacher_prompts) + (format_prompts() if with_formats else [])
+    chats = pg.teacher_chats(teacher, tokenizer, asked, new_tokens=80 if with_formats else 64, batch_size=512)
     logging.info("teacher answers: %d in %.0fs", len(chats), time.perf_counter() - started)
     paragraphs = list(dict.fromkeys(e.context for e in head))
     texts = pg.recovery_texts(tokenizer, 256) + [tokenizer(p, return_tensors="pt").input_ids[:, :256] for p in paragraphs] + chats * CHAT_REPEATS
-    calibration = random.Random(42).sample(chats, min(32, len(chats)))
-    influence, neurons = pg.importance(load(), calibration)
+    if resume is None:
+        calibration = random.Random(42).sample(chats, min(32, len(chats)))
+        influence, neurons = pg.importance(load(), calibration)
     held_out = heldout_paragraphs()
     results = {"baseline": {"perplexity": perplexity(teacher, tokenizer, held_out), **instruction_score(teacher, tokenizer),
                             "block_parameters": block_parameters(teacher)}}
@@ -98,22 +104,35 @@ def main(gguf: Path, work: Path, budget_s: float) -> None:
     per_candidate = (budget_s - (time.perf_counter() - started)) / len(CANDIDATES)
     for name, overrides in CANDIDATES:
         config = replace(pg.DecoderPruneConfig(), **overrides)
-        student = load()
-        dropped, kept_neurons = pg.plan(influence, neurons, config)
+        student, earlier = load(), None
+        if resume is None:
+            dropped, kept_neurons = pg.plan(influence, neurons, config)
+        else:  # a second round: fresh adapters on top of a committed recovery (pg.stack_deltas joins them)
+            dropped, kept_neurons, earlier = committed_recovery(resume)
         pg.prune_with_plan(student, dropped, kept_neurons)
+        pruned_weights = {n: p.detach().clone() for n, p in student.model.layers.named_parameters()}
+        if earlier is not None:
+            pg.apply_delta(student, earlier)
         student.cuda()
         before = perplexity(student, tokenizer, held_out)
-        pg.add_lora(student, RANK, 2.0 * RANK)
-        probe = time.perf_counter()
-        recovery = pg.RecoveryConfig(steps=20, batch_size=32, learning_rate=LEARNING_RATE, rank=RANK, alpha=2.0 * RANK)
-        pg.recover(student, teacher, texts, pad_id, recovery)  # a timing probe: how many steps fit
-        step_s = (time.perf_counter() - probe) / 20
-        steps = max(MIN_STEPS, int((per_candidate - 70) / (step_s * 0.7)))  # the probe includes warm-up
-        recovery = replace(recovery, steps=steps)
+        if FULL:
+            student.requires_grad_(False)
+            student.model.layers.requires_grad_(True)
+        else:
+            pg.add_lora(student, RANK, 2.0 * RANK)
+        recovery = pg.RecoveryConfig(steps=STEPS or 20, batch_size=32, learning_rate=LEARNING_RATE, rank=RANK, alpha=2.0 * RANK,
+                                     hidden_weight=HIDDEN_WEIGHT)
+        kept_layers = [i for i in range(len(teacher.model.layers)) if i not in set(dropped)]
+        if not STEPS:
+            probe = time.perf_counter()
+            pg.recover(student, teacher, texts, pad_id, recovery, kept_layers)  # a timing probe: how many steps fit
+            step_s = (time.perf_counter() - probe) / 20
+            recovery = replace(recovery, steps=max(MIN_STEPS, int((per_candidate - 70) / (step_s * 0.8))))  # the probe includes warm-up
+        steps = recovery.steps
         rec_started = time.perf_counter()
-        losses = pg.recover(student, teacher, texts, pad_id, recovery)
+        losses = pg.recover(student, teacher, texts, pad_id, recovery, kept_layers)
         seconds = time.perf_counter() - rec_started
-        delta = pg.merge_lora(student)
+        delta = pg.full_delta(student, pruned_weights) if FULL else pg.merge_lora(student)
         result = {"prune": config.__dict__, "dropped": dropped, "block_parameters": block_parameters(student),
                   "perplexity_before_recovery": before, "perplexity": perplexity(student, tokenizer, held_out),
                   **instruction_score(student, tokenizer), "recovery": recovery.__dict__,
@@ -126,12 +145,26 @@ def main(gguf: Path, work: Path, budget_s: float) -> None:
                    "recovery": recovery.__dict__, "recovery_seconds": round(seconds), "device": torch.cuda.get_device_name(),
                    "recovery_data": ("SQuAD 2.0 training paragraphs (dev articles 0-11 and the train-head articles) as plain "
                                      "text and dev ones as chat turns, and the baseline's greedy answers to "
-                                     f"{TEACHER_PROMPTS} training prompts (optimize/recovery_prompts.py)"),
+                                     f"{len(asked)} training prompts (optimize/recovery_prompts.py"
+                                     + (", format_prompts included)" if with_formats else ")")),
+                   "resumed_from": str(resume) if resume else None, "full_fine_tuning": FULL,
                    "kl_first_last": result["kl_first_last"]}
         pg.save_recovery(work / name, dropped, kept_neurons, delta, details)
         (work / "candidates.json").write_text(json.dumps(results, indent=2))
         del student
         torch.cuda.empty_cache()
+
+
+def committed_recovery(directory: Path) -> tuple[list[int], dict[int, torch.Tensor], dict[str, torch.Tensor]]:
+    """A committed plan + delta (pruning.json, recovery.safetensors), as pg.assemble reads it."""
+    from safetensors.torch import load_file
+
+    from optimize.prune_generation import DELTA_FILE, PLAN_FILE
+
+    plan_data = json.loads((directory / PLAN_FILE).read_text())
+    tensors = load_file(directory / DELTA_FILE)
+    kept = {int(k.split(".")[1]): v.long() for k, v in tensors.items() if k.startswith("ffn_kept.")}
+    return plan_data["dropped_layers"], kept, {k: v for k, v in tensors.items() if not k.startswith("ffn_kept.")}
 
 
 def split_delta(directory: Path, parts: int = 2) -> None:
@@ -147,9 +180,28 @@ def split_delta(directory: Path, parts: int = 2) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 4:  # NAME RANK LEARNING_RATE CHAT_REPEATS: one candidate, a longer run
-        CANDIDATES = tuple(c for c in CANDIDATES if c[0] == sys.argv[4])
-        RANK, LEARNING_RATE, CHAT_REPEATS = int(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7])
-    main(Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3]))
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("gguf", type=Path)
+    parser.add_argument("work", type=Path)
+    parser.add_argument("seconds", type=float)
+    parser.add_argument("--only", help="one candidate by name")
+    parser.add_argument("--rank", type=int, default=RANK)
+    parser.add_argument("--lr", type=float, default=LEARNING_RATE)
+    parser.add_argument("--chat-repeats", type=int, default=CHAT_REPEATS)
+    parser.add_argument("--teacher-prompts", type=int, default=TEACHER_PROMPTS)
+    parser.add_argument("--formats", action="store_true", help="add recovery_prompts.format_prompts()")
+    parser.add_argument("--resume", type=Path, help="a committed recovery to train a second round on")
+    parser.add_argument("--parts", type=int, default=2)
+    parser.add_argument("--hidden", type=float, default=0.0, help="weight of the hidden-state term")
+    parser.add_argument("--full", action="store_true", help="train every block weight, not adapters")
+    parser.add_argument("--steps", type=int, default=0, help="recovery steps (default: as many as the budget fits)")
+    args = parser.parse_args()
+    if args.only:
+        CANDIDATES = tuple(c for c in CANDIDATES if c[0] == args.only)
+    RANK, LEARNING_RATE, CHAT_REPEATS, FULL, STEPS = args.rank, args.lr, args.chat_repeats, args.full, args.steps
+    HIDDEN_WEIGHT = args.hidden
+    main(args.gguf, args.work, args.seconds, args.resume, args.teacher_prompts, args.formats)
     for name, _ in CANDIDATES:
-        split_delta(Path(sys.argv[2]) / name)
+        split_delta(args.work / name, args.parts)

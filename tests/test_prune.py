@@ -112,6 +112,10 @@ def test_decoder_recovery_delta_reassembles_the_recovered_model(tmp_path):
                         pg.RecoveryConfig(steps=30, batch_size=2, learning_rate=1e-2))
     assert losses[-1] < losses[0]  # distillation moves the student toward the teacher
     delta = pg.merge_lora(student)
+    pg.add_lora(student, rank=2, alpha=4)  # a second round on top (a lent GPU distils longer)
+    pg.recover(student, teacher, texts, tokenizer.pad_token_id or 0, pg.RecoveryConfig(steps=5, batch_size=2, learning_rate=1e-2))
+    delta = pg.stack_deltas(delta, pg.merge_lora(student))
+    assert delta["layers.0.mlp.down_proj.lora_A"].shape[0] == 6
     pg.save_recovery(tmp_path / "recipe", dropped, kept, delta, {"note": "test"})
     rebuilt = AutoModelForCausalLM.from_pretrained(pg.assemble(baseline_dir, tmp_path / "recipe", tmp_path / "out")).eval()
     ids = texts[0]
@@ -119,6 +123,35 @@ def test_decoder_recovery_delta_reassembles_the_recovered_model(tmp_path):
         np.testing.assert_allclose(rebuilt(ids).logits, student(ids).logits, atol=2e-2)
         assert not torch.allclose(rebuilt(ids).logits, teacher(ids).logits, atol=1e-3)
     assert len(rebuilt.model.layers) == 3
+
+
+def test_fully_fine_tuned_decoder_is_committed_as_an_int8_delta_that_reassembles(tmp_path):
+    """A lent GPU trains every block weight; the int8 row-scaled delta rebuilds what was measured."""
+    from transformers import AutoModelForCausalLM
+
+    from optimize import prune_generation as pg
+
+    baseline_dir = tiny_llama(tmp_path / "base", layers=3)
+    tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
+    teacher = AutoModelForCausalLM.from_pretrained(baseline_dir).eval()
+    student = AutoModelForCausalLM.from_pretrained(baseline_dir).eval()
+    kept = {i: torch.arange(64) for i in range(2)}
+    pg.prune_with_plan(student, [1], kept)
+    pruned_weights = {n: p.detach().clone() for n, p in student.model.layers.named_parameters()}
+    student.requires_grad_(False)
+    student.model.layers.requires_grad_(True)
+    texts = [tokenizer(t, return_tensors="pt").input_ids for t in ("the pig built a house", "hello there friend")]
+    losses = pg.recover(student, teacher, texts, tokenizer.pad_token_id or 0,
+                        pg.RecoveryConfig(steps=8, batch_size=2, learning_rate=1e-2, hidden_weight=1.0), kept_layers=[0, 2])
+    assert losses[-1] < losses[0]  # KL plus the kept layers' hidden-state error falls
+    delta = pg.full_delta(student, pruned_weights)
+    assert delta["layers.0.mlp.down_proj.delta_int8"].dtype == torch.int8
+    assert delta["layers.0.mlp.down_proj.delta_int8"].abs().max() == 127  # each row's largest move is its scale
+    pg.save_recovery(tmp_path / "recipe", [1], kept, delta, {"note": "test"})
+    rebuilt = AutoModelForCausalLM.from_pretrained(pg.assemble(baseline_dir, tmp_path / "recipe", tmp_path / "out")).eval()
+    with torch.inference_mode():
+        np.testing.assert_allclose(rebuilt(texts[0]).logits, student.eval()(texts[0]).logits, atol=1e-4)
+        assert not torch.allclose(rebuilt.model.layers[0].mlp.down_proj.weight, pruned_weights["0.mlp.down_proj.weight"])
 
 
 def test_globally_pruned_decoder_has_per_layer_widths_in_pytorch_and_onnx(tmp_path):
@@ -171,3 +204,18 @@ def test_recovery_prompts_never_reuse_a_heldout_prompt_or_topic():
     words = [set(re.findall(r"[a-z]+", p.lower())) for p in PROMPTS]  # "the internet" shares "internet"
     reused = [t for t in TOPICS if any(set(re.findall(r"[a-z]+", t.lower())) - {"the"} <= w for w in words)]
     assert not reused
+
+
+def test_format_prompts_share_no_topic_word_with_the_instruction_set():
+    """The instruction set measures the pruned model; the format prompts that recovery distils on
+    must not teach it: no prompt of the set, and no topic that shares a word with one."""
+    from optimize.instructions import load
+    from optimize.recovery_prompts import FORMAT_TEMPLATES, format_prompts
+
+    measured = [item["prompt"] for item in load()]
+    chosen = format_prompts()
+    assert len(chosen) >= 10 * len(FORMAT_TEMPLATES) and not set(chosen) & set(measured)
+    measured_words = set().union(*(set(re.findall(r"[a-z]+", p.lower())) for p in measured))
+    template_words = set().union(*(set(re.findall(r"[a-z]+", t.lower())) for t in FORMAT_TEMPLATES))
+    added = set().union(*(set(re.findall(r"[a-z]+", p.lower())) for p in chosen)) - template_words
+    assert added and not added & measured_words - {"the", "a", "of", "in", "and"}
