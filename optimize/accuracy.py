@@ -62,12 +62,37 @@ def save_threshold(directory: Path, threshold: float) -> None:
     path.write_text(json.dumps({**config, "null_threshold": threshold}, indent=2) + "\n")
 
 
-def greedy_continuations(runner: Runner) -> list[torch.Tensor]:
-    """The runner's greedy continuation of each held-out prompt, prompt included."""
+def greedy_continuations(runner: Runner, batch_size: int = 16) -> list[torch.Tensor]:
+    """The runner's greedy continuation of each held-out prompt, prompt included, ending at its
+    first end-of-turn token as `runner.generate` does. PyTorch decodes the prompts in left-padded
+    batches: on two cores a 135M decoder reads its weights once per step for the whole batch, so the
+    reference side of a clean build takes ~30 s instead of ~3 minutes, with the same tokens
+    (tests/test_build.py checks this against one prompt at a time)."""
+    if runner.runtime != "torch":
+        out = []
+        for prompt in PROMPTS:
+            ids = chat_prompt(runner.tokenizer, prompt)
+            out.append(runner.generate(ids, CONTINUATION_TOKENS)[:, : ids.shape[1] + CONTINUATION_TOKENS])
+        return out
+    return batched_torch_continuations(runner, list(PROMPTS), CONTINUATION_TOKENS, batch_size)
+
+
+def batched_torch_continuations(runner: Runner, prompts: list[str], new_tokens: int, batch_size: int) -> list[torch.Tensor]:
+    from optimize.prune_generation import left_padded_prompts
+
+    stops = runner.model.generation_config.eos_token_id
+    stops = set(stops if isinstance(stops, list) else [stops if stops is not None else runner.tokenizer.eos_token_id])
+    pad_id = runner.tokenizer.eos_token_id if runner.tokenizer.eos_token_id is not None else 0
     out = []
-    for prompt in PROMPTS:
-        ids = chat_prompt(runner.tokenizer, prompt)
-        out.append(runner.generate(ids, CONTINUATION_TOKENS)[:, : ids.shape[1] + CONTINUATION_TOKENS])
+    for start in range(0, len(prompts), batch_size):
+        batch, ids, mask = left_padded_prompts(runner.tokenizer, prompts[start: start + batch_size], pad_id)
+        with torch.inference_mode():
+            generated = runner.model.generate(input_ids=ids.to(runner.model.device), attention_mask=mask.to(runner.model.device),
+                                              max_new_tokens=new_tokens, do_sample=False, use_cache=True, pad_token_id=pad_id).cpu()
+        for row, prompt_ids in enumerate(batch):
+            answer = generated[row, ids.shape[1]:]
+            ends = [i for i, token in enumerate(answer.tolist()) if token in stops]
+            out.append(torch.cat([prompt_ids, answer[: ends[0] + 1] if ends else answer])[None])
     return out
 
 

@@ -159,3 +159,22 @@ def test_int8_sensitive_layers_keep_fp32_attention(tiny_llama_dir, tmp_path):
     assert ops["/model/layers.1/attn/qkv_proj"] == ops["/model/layers.1/attn/o_proj"] == "MatMul"
     assert ops["/model/layers.0/attn/qkv_proj"] == ops["/model/layers.0/attn/o_proj"] == "MatMulNBits"
     assert ops["/model/layers.1/mlp/up_proj"] == "MatMulNBits"
+
+
+def test_reference_continuations_batched_in_pytorch_are_the_one_at_a_time_tokens(tmp_path):
+    """The build's reference side decodes PyTorch prompts in left-padded batches (minutes saved on
+    a clean build); the tokens must be what one prompt at a time gives, stopping at end of turn."""
+    from optimize.accuracy import CONTINUATION_TOKENS, greedy_continuations
+    from optimize.heldout import PROMPTS
+    from tests.tiny import tiny_llama
+
+    runner = load_runner("generation", "baseline", "torch", tiny_llama(tmp_path / "varied", init_range=0.2))
+    runner.model.generation_config.eos_token_id = [runner.tokenizer.eos_token_id, 5]  # end-of-turn tokens that occur
+    batched = greedy_continuations(runner, batch_size=8)
+    one_at_a_time = []
+    for prompt in PROMPTS[:16]:
+        ids = generation.preprocess(runner.tokenizer, prompt)
+        one_at_a_time.append(runner.generate(ids, CONTINUATION_TOKENS)[:, : ids.shape[1] + CONTINUATION_TOKENS])
+    assert [s.tolist() for s in batched[:16]] == [s.tolist() for s in one_at_a_time]
+    new_tokens = [s.shape[1] - generation.preprocess(runner.tokenizer, p).shape[1] for s, p in zip(batched, PROMPTS)]
+    assert len(batched) == len(PROMPTS) and min(new_tokens) < CONTINUATION_TOKENS == max(new_tokens)  # some stopped early

@@ -28,3 +28,19 @@ def test_exact_checks_read_the_number_and_the_format_not_a_substring():
     assert passes('{"name": "Ada"}', check_of("format-json-name")) and not passes("name: Ada", check_of("format-json-name"))
     assert passes("- red\n- green\n- blue", check_of("format-list-three-colors"))
     assert not passes("red, green, blue", check_of("format-list-three-colors"))
+
+
+def test_pytorch_variants_are_scored_on_the_apps_own_answers(tmp_path):
+    """A PyTorch variant's answers are decoded in batches: each text must be what the app answers."""
+    from models import generation
+    from models.runners import load_runner
+    from optimize import instructions
+    from tests.tiny import tiny_llama
+
+    runner = load_runner("generation", "baseline", "torch", tiny_llama(tmp_path / "varied", init_range=0.2))
+    items = [item for item in instructions.load() if item["kind"] in ("format", "long")][:20]
+    assert {item.get("max_new_tokens") for item in items} > {None}  # both answer lengths
+    scored = instructions.measure(runner, items)
+    for item in items:
+        app = generation.generate(runner, item["prompt"], item.get("max_new_tokens", instructions.SHORT_ANSWER_TOKENS))
+        assert scored["answers"][item["id"]]["text"] == app["text"], item["id"]
