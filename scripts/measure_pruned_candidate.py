@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run as a script: the project's packages come from the checkout
 
 
 def main(recipe_dir: str, rounds: int = 7) -> dict:
@@ -72,4 +73,6 @@ def decode_ratio(optimized_dir: Path, candidate_dir: Path, rounds: int) -> dict:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
     main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 7)
