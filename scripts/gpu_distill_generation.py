@@ -48,26 +48,14 @@ def perplexity(model, tokenizer, paragraphs: list[str]) -> float:
 
 
 def instruction_score(model, tokenizer) -> dict:
-    """Greedy answers to the instruction set, batched (left padding) by answer length."""
+    """The instruction set as the build scores it (optimize/instructions.py: batched greedy decoding
+    for PyTorch, the app's texts), for a model on the GPU."""
+    from models.runners import Runner
     from optimize import instructions
-    from optimize.prune_generation import left_padded_prompts
 
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    items = instructions.load()
-    passed, answers = 0, {}
-    for new_tokens in sorted({item.get("max_new_tokens", instructions.SHORT_ANSWER_TOKENS) for item in items}):
-        group = [item for item in items if item.get("max_new_tokens", instructions.SHORT_ANSWER_TOKENS) == new_tokens]
-        _, ids, mask = left_padded_prompts(tokenizer, [item["prompt"] for item in group], pad_id)
-        length = ids.shape[1]
-        with torch.inference_mode():
-            out = model.generate(input_ids=ids.cuda(), attention_mask=mask.cuda(), do_sample=False,
-                                 max_new_tokens=new_tokens, pad_token_id=pad_id).cpu()
-        for row, item in enumerate(group):
-            text = tokenizer.decode(out[row, length:], skip_special_tokens=True)
-            ok = instructions.passes(text, item["check"])
-            passed += ok
-            answers[item["id"]] = text
-    return {"passed": passed, "answers": answers}
+    runner = Runner(task="generation", variant="pruned", runtime="torch", path=Path("."), tokenizer=tokenizer, model=model)
+    measured = instructions.measure(runner)
+    return {"passed": measured["passed"], "answers": {key: answer["text"] for key, answer in measured["answers"].items()}}
 
 
 def main(gguf: Path, work: Path, budget_s: float, resume: Path | None = None, teacher_prompts: int = TEACHER_PROMPTS,
