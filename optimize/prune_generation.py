@@ -203,7 +203,8 @@ def full_delta(model, pruned_weights: dict[str, torch.Tensor]) -> dict[str, torc
             moved = parameter.detach().float().cpu() - pruned_weights[name].float()
             scale = (moved.abs().amax(1, keepdim=True) / 127).clamp_min(1e-12).half()
             codes = torch.round(moved / scale.float()).clamp(-127, 127).to(torch.int8)
-            delta[f"{key[: -len('.weight')]}.delta_int8"], delta[f"{key[: -len('.weight')]}.delta_scale"] = codes, scale
+            prefix = key.removesuffix(".weight")
+            delta[f"{prefix}.delta_int8"], delta[f"{prefix}.delta_scale"] = codes, scale
             parameter.data = (pruned_weights[name].float() + codes.float() * scale.float()).to(parameter.device, parameter.dtype)
         else:
             delta[key] = parameter.detach().cpu().clone()
@@ -376,19 +377,18 @@ def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: Re
         optimizer, lambda step: min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * step / config.steps)))
     device = next(student.parameters()).device  # a lent GPU distils longer (scripts/gpu_distill_generation.py)
     bf16, losses = has_bf16() or device.type == "cuda", []
+    hidden = config.hidden_weight > 0 and kept_layers is not None
     student.train()
     for step in range(config.steps):
         ids, mask = (t.to(device) for t in _padded(rng.sample(texts, config.batch_size), pad_id))
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            hidden = config.hidden_weight > 0 and kept_layers is not None
             with torch.inference_mode():
                 taught = teacher(input_ids=ids, attention_mask=mask, use_cache=False, output_hidden_states=hidden)
             learned = student(input_ids=ids, attention_mask=mask, use_cache=False, output_hidden_states=hidden)
         keep = mask.bool()
         loss = distillation_loss(learned.logits.float()[keep][None], taught.logits.float().clone()[keep][None])
         if hidden:
-            teacher_states = [state.clone() for state in taught.hidden_states]
-            loss = loss + config.hidden_weight * hidden_state_loss(learned.hidden_states, teacher_states, kept_layers, keep)
+            loss = loss + config.hidden_weight * hidden_state_loss(learned.hidden_states, taught.hidden_states, kept_layers, keep)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
@@ -480,19 +480,26 @@ def save_recovery(output: Path, dropped: list[int], kept_neurons: dict[int, torc
     (output / PLAN_FILE).write_text(json.dumps(plan_data, indent=2) + "\n")
 
 
-def assemble(baseline_dir: Path, recovery_dir: Path, output: Path) -> Path:
-    """Rebuild the pruned model from the baseline and a committed plan + delta (deterministic)."""
+def load_recovery(recovery_dir: Path) -> tuple[list[int], dict[int, torch.Tensor], dict[str, torch.Tensor]]:
+    """What save_recovery wrote: the dropped layers, the kept neurons per layer, and the delta."""
     import json
 
     from safetensors.torch import load_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     plan_data = json.loads((recovery_dir / PLAN_FILE).read_text())
     tensors = load_file(recovery_dir / DELTA_FILE)
     kept_neurons = {int(k.split(".")[1]): v.long() for k, v in tensors.items() if k.startswith("ffn_kept.")}
+    return plan_data["dropped_layers"], kept_neurons, {k: v for k, v in tensors.items() if not k.startswith("ffn_kept.")}
+
+
+def assemble(baseline_dir: Path, recovery_dir: Path, output: Path) -> Path:
+    """Rebuild the pruned model from the baseline and a committed plan + delta (deterministic)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dropped, kept_neurons, delta = load_recovery(recovery_dir)
     model = AutoModelForCausalLM.from_pretrained(baseline_dir, torch_dtype=torch.float32).eval()
-    prune_with_plan(model, plan_data["dropped_layers"], kept_neurons)
-    apply_delta(model, {k: v for k, v in tensors.items() if not k.startswith("ffn_kept.")})
+    prune_with_plan(model, dropped, kept_neurons)
+    apply_delta(model, delta)
     model.save_pretrained(output, safe_serialization=True)
     AutoTokenizer.from_pretrained(baseline_dir).save_pretrained(output)
     return output

@@ -40,21 +40,19 @@ def block_parameters(model) -> int:
 
 def perplexity(model, tokenizer, paragraphs: list[str]) -> float:
     """optimize/accuracy.py's held-out perplexity, for a model on the GPU."""
-    from models.runners import Runner
     from optimize import accuracy
+    from optimize.prune_generation import _runner
 
-    runner = Runner(task="generation", variant="pruned", runtime="torch", path=Path("."), tokenizer=tokenizer, model=model)
-    return accuracy.perplexity(runner, paragraphs)
+    return accuracy.perplexity(_runner(model, tokenizer, "."), paragraphs)
 
 
 def instruction_score(model, tokenizer) -> dict:
     """The instruction set as the build scores it (optimize/instructions.py: batched greedy decoding
     for PyTorch, the app's texts), for a model on the GPU."""
-    from models.runners import Runner
     from optimize import instructions
+    from optimize.prune_generation import _runner
 
-    runner = Runner(task="generation", variant="pruned", runtime="torch", path=Path("."), tokenizer=tokenizer, model=model)
-    measured = instructions.measure(runner)
+    measured = instructions.measure(_runner(model, tokenizer, "."))
     return {"passed": measured["passed"], "answers": {key: answer["text"] for key, answer in measured["answers"].items()}}
 
 
@@ -98,7 +96,7 @@ def main(gguf: Path, work: Path, budget_s: float, resume: Path | None = None, te
         if resume is None:
             dropped, kept_neurons = pg.plan(influence, neurons, config)
         else:  # a second round: fresh adapters on top of a committed recovery (pg.stack_deltas joins them)
-            dropped, kept_neurons, earlier = committed_recovery(resume)
+            dropped, kept_neurons, earlier = pg.load_recovery(resume)
         pg.prune_with_plan(student, dropped, kept_neurons)
         pruned_weights = {n: p.detach().clone() for n, p in student.model.layers.named_parameters()}
         if earlier is not None:
@@ -143,18 +141,6 @@ def main(gguf: Path, work: Path, budget_s: float, resume: Path | None = None, te
         (work / "candidates.json").write_text(json.dumps(results, indent=2))
         del student
         torch.cuda.empty_cache()
-
-
-def committed_recovery(directory: Path) -> tuple[list[int], dict[int, torch.Tensor], dict[str, torch.Tensor]]:
-    """A committed plan + delta (pruning.json, recovery.safetensors), as pg.assemble reads it."""
-    from safetensors.torch import load_file
-
-    from optimize.prune_generation import DELTA_FILE, PLAN_FILE
-
-    plan_data = json.loads((directory / PLAN_FILE).read_text())
-    tensors = load_file(directory / DELTA_FILE)
-    kept = {int(k.split(".")[1]): v.long() for k, v in tensors.items() if k.startswith("ffn_kept.")}
-    return plan_data["dropped_layers"], kept, {k: v for k, v in tensors.items() if not k.startswith("ffn_kept.")}
 
 
 def split_delta(directory: Path, parts: int = 2) -> None:
