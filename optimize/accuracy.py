@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from models.runners import Runner, load_runner
 from optimize import squad
 from optimize import evaluate_qa, instructions
 from optimize.evaluate_qa import HeldOut
-from optimize.gates import Gates
+from optimize.gates import AgreementBelowGate, AgreementGuard, Gates
 from optimize.heldout import PROMPTS
 
 log = logging.getLogger("optimize.accuracy")
@@ -40,8 +41,15 @@ def test_examples(data_path: Path = squad.DEFAULT_SQUAD_PATH) -> list[squad.Exam
     return squad.examples(squad.load_articles(data_path), squad.ArticleSplit().test)
 
 
-def qa_accuracy(runner: Runner, held_out: HeldOut) -> dict:
-    return evaluate_qa.measure(runner.qa_logits, runner.tokenizer, runner.qa_config, held_out)
+def qa_accuracy(runner: Runner, held_out: HeldOut, guard: AgreementGuard | None = None,
+                reference_spans: dict[str, str] | None = None) -> dict:
+    """`guard`: count each answerable test question's span against `reference_spans` as it comes."""
+    def on_test_span(example: squad.Example, span: str) -> None:
+        if example.id in reference_spans:
+            guard.count(int(span == reference_spans[example.id]))
+
+    return evaluate_qa.measure(runner.qa_logits, runner.tokenizer, runner.qa_config, held_out,
+                               on_test_span if guard else None)
 
 
 def qa_against(metrics: dict, reference: dict) -> dict:
@@ -107,13 +115,18 @@ def logits(runner: Runner, input_ids: torch.Tensor) -> torch.Tensor:
     return torch.as_tensor(np.asarray(out.logits)).float()
 
 
-def next_token_agreement(runner: Runner, sequences: list[torch.Tensor], prompt_lengths: list[int]) -> float:
-    matches = total = 0
+def next_token_agreement(runner: Runner, sequences: list[torch.Tensor], prompt_lengths: list[int],
+                         floor_pct: float | None = None) -> float:
+    """`floor_pct`: stop with AgreementBelowGate once the gate can no longer be reached."""
+    total = sum(sequence.shape[1] - start for sequence, start in zip(sequences, prompt_lengths))
+    guard = AgreementGuard(total, floor_pct, "greedy tokens") if floor_pct else None
+    matches = 0
     for sequence, start in zip(sequences, prompt_lengths):
         predicted = logits(runner, sequence)[0, start - 1:-1].argmax(-1)
-        target = sequence[0, start:]
-        matches += int((predicted == target).sum())
-        total += target.numel()
+        agreeing = int((predicted == sequence[0, start:]).sum())
+        matches += agreeing
+        if guard:
+            guard.count(agreeing, sequence.shape[1] - start)
     return 100 * matches / max(total, 1)
 
 
@@ -143,8 +156,10 @@ def heldout_paragraphs() -> list[str] | None:
     return list(dict.fromkeys(e.context for e in data))[:PERPLEXITY_PARAGRAPHS]
 
 
-def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Callable[[], Runner], exact: bool = False) -> dict:
-    """`load_reference` is called only when the reference side is not cached for `reference_path`."""
+def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Callable[[], Runner], exact: bool = False,
+                        stop_below_gate: bool = False) -> dict:
+    """`load_reference` is called only when the reference side is not cached for `reference_path`.
+    `stop_below_gate`: an export's measurement stops as soon as it cannot pass its agreement gate."""
     paragraphs = heldout_paragraphs()
 
     def reference_side() -> dict:
@@ -155,10 +170,16 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
     cached = reference_cache(reference_path, f"generation-{_prompts_key()}", reference_side)
     sequences = [torch.tensor(s) for s in cached["sequences"]]
     prompt_lengths = [chat_prompt(runner.tokenizer, p).shape[1] for p in PROMPTS]
-    metrics = {"prompts": len(PROMPTS), "agreement_pct": round(next_token_agreement(runner, sequences, prompt_lengths), 2)}
+    gates = Gates()
+    floor = (gates.exact_agreement_pct if exact else gates.onnx_agreement_pct) if runner.runtime == "onnxruntime" else None
+    try:
+        agreement = next_token_agreement(runner, sequences, prompt_lengths, floor if stop_below_gate else None)
+    except AgreementBelowGate as stopped:
+        return {"prompts": len(PROMPTS), "agreement_pct": stopped.upper_bound_pct, "agreement_stopped": stopped.stopped}
+    metrics = {"prompts": len(PROMPTS), "agreement_pct": round(agreement, 2)}
     # an export below its agreement gate is rejected whatever else it scores: the text-level
     # measures below (minutes of decoding on 2 cores) are spent only on exports that can ship
-    rejected = runner.runtime == "onnxruntime" and metrics["agreement_pct"] < Gates().onnx_agreement_pct
+    rejected = floor is not None and metrics["agreement_pct"] < floor
     if exact and not rejected:
         # an export of its source's exact weights promises the same text, not just the same next token
         metrics["identical_continuations_pct"] = round(identical_continuations(runner, sequences, prompt_lengths), 2)
@@ -214,11 +235,16 @@ def reference_cache(source: Path, kind: str, compute) -> dict:
         return json.loads(path.read_text())
     value = compute()
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(value))
+    partial = path.with_name(f"{path.name}.{os.getpid()}")  # builds of the two tasks may run side by side
+    partial.write_text(json.dumps(value))
+    partial.replace(path)
     return value
 
 
-def measure(preset: Preset, directory: Path, variant_name: str, reference: Path, exact: bool = False) -> dict:
+def measure(preset: Preset, directory: Path, variant_name: str, reference: Path, exact: bool = False,
+            stop_below_gate: bool = False) -> dict:
+    """`stop_below_gate` (a strict build): an export is measured only until it cannot pass its
+    agreement gate; its metrics are then that bound and where it stopped."""
     variant = preset.variant(variant_name)
     source = preset.variant(variant.built_from)
     runner = load_runner(preset.task, variant_name, variant.runtime, directory)
@@ -227,11 +253,18 @@ def measure(preset: Preset, directory: Path, variant_name: str, reference: Path,
         return load_runner(preset.task, source.name, source.runtime, reference)
 
     if preset.task == "generation":
-        return generation_accuracy(runner, reference, load_reference, exact)
+        return generation_accuracy(runner, reference, load_reference, exact, stop_below_gate)
     if not squad.DEFAULT_SQUAD_PATH.exists():  # HeldOut.load reads it once
         log.warning("SQuAD data not found at %s: accuracy not measured", squad.DEFAULT_SQUAD_PATH)
         return {"note": "SQuAD data not found: accuracy not measured"}
     held_out = HeldOut.load()
-    metrics = qa_accuracy(runner, held_out)
+    reference_metrics = reference_cache(reference, f"qa-both-ways-{_everyday_key()}", lambda: qa_accuracy(load_reference(), held_out))
+    spans = reference_metrics["_spans"]
+    guard = (AgreementGuard(len(spans), Gates().onnx_agreement_pct, "answerable questions")
+             if stop_below_gate and variant.runtime == "onnxruntime" else None)
+    try:
+        metrics = qa_accuracy(runner, held_out, guard, spans)
+    except AgreementBelowGate as stopped:
+        return {"agreement_pct": stopped.upper_bound_pct, "agreement_stopped": stopped.stopped}
     save_threshold(directory, metrics["null_threshold"])
-    return qa_against(metrics, reference_cache(reference, f"qa-both-ways-{_everyday_key()}", lambda: qa_accuracy(load_reference(), held_out)))
+    return qa_against(metrics, reference_metrics)

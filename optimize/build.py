@@ -492,7 +492,7 @@ def _evaluate(preset: Preset, variant_name: str, staging: Path, source: Path, st
     variant = preset.variant(variant_name)
     with stage(progress, f"{preset.name}/{variant_name}: measuring accuracy against {variant.built_from}"):
         from optimize.accuracy import measure
-        metrics = measure(preset, staging, variant_name, reference=source, exact=exact)
+        metrics = measure(preset, staging, variant_name, reference=source, exact=exact, stop_below_gate=strict)
     if exact:
         metrics["weights_exact"] = True
     _gate(preset, variant_name, variant.runtime, metrics, strict, progress)

@@ -18,12 +18,27 @@ Forward = Callable[[dict[str, np.ndarray]], tuple[np.ndarray, np.ndarray]]
 def evaluate(forward: Forward, tokenizer, data: list[squad.Example], config: QAConfig,
              threshold: float | None = None) -> dict:
     """Predict every example; tune the null threshold on `data` unless one is given."""
+    return scored(data, *predict(forward, tokenizer, data, config), threshold)
+
+
+def predict(forward: Forward, tokenizer, data: list[squad.Example], config: QAConfig,
+            on_span: Callable[[squad.Example, str], None] | None = None) -> tuple[dict[str, str], dict[str, float]]:
+    """Each example's best span (even where "no answer" wins) and its margin (best span score minus
+    null score), through the serving pre/post-processing. `on_span` sees each span as it comes (an
+    agreement gate can stop a hopeless candidate early by raising)."""
     spans, margins = {}, {}
     for example in data:
         windows = preprocess(tokenizer, example.question, example.context, config)
         start_logits, end_logits = forward(windows.inputs)
         answer = postprocess(windows, start_logits, end_logits, example.context, config)
         spans[example.id], margins[example.id] = answer.span, answer.score
+        if on_span:
+            on_span(example, answer.span)
+    return spans, margins
+
+
+def scored(data: list[squad.Example], spans: dict[str, str], margins: dict[str, float],
+           threshold: float | None = None) -> dict:
     if threshold is None:
         threshold = squad.best_threshold(data, spans, margins)
     predictions = answered(spans, margins, threshold)
@@ -63,13 +78,16 @@ class HeldOut:
                    squad.everyday_examples())
 
 
-def measure(forward: Forward, tokenizer, config: QAConfig, held_out: HeldOut) -> dict:
+def measure(forward: Forward, tokenizer, config: QAConfig, held_out: HeldOut,
+            on_test_span: Callable[[squad.Example, str], None] | None = None) -> dict:
     """Both ways, on held-out articles: SQuAD 2.0 EM/F1 (overall, HasAns, NoAns) with the null
     threshold this variant tunes on the validation article, and SQuAD 1.1-style forced-span EM/F1
     on the answerable questions; F1 both ways on the everyday set. `_spans` (test, forced) are for
-    span agreement with a source and are not stored."""
+    span agreement with a source and are not stored. The test articles are predicted first, so
+    that `on_test_span` (an agreement gate) can stop a hopeless export before the rest is spent."""
+    test_spans, test_margins = predict(forward, tokenizer, held_out.test, config, on_test_span)
     threshold = evaluate(forward, tokenizer, held_out.validation, config)["threshold"]
-    test = evaluate(forward, tokenizer, held_out.test, config, threshold)
+    test = scored(held_out.test, test_spans, test_margins, threshold)
     everyday = evaluate(forward, tokenizer, held_out.everyday, config, threshold)
     rounded = {k: round(v, 2) for k, v in test["metrics"].items()}
     return {

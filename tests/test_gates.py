@@ -1,6 +1,6 @@
 import pytest
 
-from optimize.gates import GateFailed, check, failures
+from optimize.gates import AgreementBelowGate, AgreementGuard, GateFailed, check, failures
 
 
 def test_onnx_variant_must_agree_with_its_source_and_keep_f1():
@@ -46,3 +46,19 @@ def test_qa_onnx_variant_is_gated_on_both_measures_within_one_point():
                "forced_f1": 64.0, "reference_forced_f1": 65.5}
     missed = failures("qa", "onnxruntime", metrics)
     assert len(missed) == 1 and "forced-span F1" in missed[0] and "its source" in missed[0]
+
+
+def test_a_hopeless_export_is_stopped_as_soon_as_its_gate_is_out_of_reach():
+    """A strict build measures a rejected ladder rung only until its agreement gate is out of reach;
+    the bound it reports is the agreement it would have had if everything left had agreed."""
+    guard = AgreementGuard(total=200, floor_pct=98.0, unit="answerable questions")
+    for _ in range(4):
+        guard.count(0)  # 4 of 200 wrong: 98.0 % is still reachable
+    guard.count(50, 50)
+    with pytest.raises(AgreementBelowGate) as stopped:
+        guard.count(0)
+    assert stopped.value.upper_bound_pct == 97.5
+    assert "stopped after 55 of 200 answerable questions: 5 disagreements" in stopped.value.stopped
+    missed = failures("qa", "onnxruntime", {"agreement_pct": 97.5, "agreement_stopped": stopped.value.stopped})
+    assert len(missed) == 1 and "on at most 97.5% of answerable questions' forced spans" in missed[0]
+    assert "stopped after 55 of 200" in missed[0]
