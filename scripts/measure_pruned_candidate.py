@@ -1,7 +1,11 @@
 """Measure a committed generation pruning candidate the way the build measures `pruned`, without
 touching the default artifacts: assemble it, gate it (perplexity, instruction set; agreement
-shown), build its ONNX export with the default ladder, and time its decoding against the default
-`optimized` in one process, alternating rounds (~128-token prompt, 64 new tokens, greedy).
+shown), build its ONNX export with the default ladder, and time its decoding in one process,
+alternating rounds (~128-token prompt, 64 new tokens, greedy), against the default `optimized` and
+against the baseline exported with the same recipe as the candidate's export (issue 13 compares
+like with like: when the candidate's weights leave the GGUF's grid, its export ships another recipe
+than the default `optimized`'s). That same-recipe baseline export is a speed reference only: built
+without its accuracy measurement, it is never served.
 
 Usage: python scripts/measure_pruned_candidate.py weights/generation-smollm2-pruned-20pct [ROUNDS]
 Writes reports/pruning-candidate-<name>.json. The default artifacts (baseline, optimized) must be built.
@@ -40,22 +44,31 @@ def main(recipe_dir: str, rounds: int = 7) -> dict:
     pruned = json.loads((pruned_dir / "manifest.json").read_text())["metrics"]
     exported_dir = build.build_onnx(preset, "pruned-optimized")
     exported = json.loads((exported_dir / "manifest.json").read_text())
+    shipped = exported["inputs"]["recipes"][len(exported["metrics"].get("rejected_recipes", []))]
+    recipe = build.OnnxRecipe(**{k: tuple(v) if isinstance(v, list) else v for k, v in shipped.items()})
+    same_recipe_dir = build.build_onnx(preset, "optimized", recipe=recipe, evaluate=False)
+    same_recipe = json.loads((same_recipe_dir / "manifest.json").read_text())
     result = {"recipe_dir": recipe_dir, "pruned": pruned, "pruned_optimized": {"steps": exported["steps"], **exported["metrics"]},
-              "decode": decode_ratio(default_root / "generation-smollm2" / "optimized", exported_dir, rounds)}
+              "baseline_same_recipe": {"steps": same_recipe["steps"], "note": "speed reference only: accuracy not measured"},
+              "decode": decode_ratio({"optimized": default_root / "generation-smollm2" / "optimized",
+                                      "baseline, same recipe": same_recipe_dir}, exported_dir, rounds)}
     out = REPO / "reports" / f"pruning-candidate-{Path(recipe_dir).name}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return result
 
 
-def decode_ratio(optimized_dir: Path, candidate_dir: Path, rounds: int) -> dict:
+def decode_ratio(references: dict[str, Path], candidate_dir: Path, rounds: int) -> dict:
+    """Decode tok/s of the candidate and of each reference, in alternating rounds; the candidate's
+    ratio to each reference, per round and of the medians."""
     from models import generation
     from models.runners import load_runner
     from optimize.bench import BenchConfig, decode_rate, generation_prompt
 
-    runners = {"optimized": load_runner("generation", "optimized", "onnxruntime", optimized_dir),
-               "candidate pruned-optimized": load_runner("generation", "pruned-optimized", "onnxruntime", candidate_dir)}
-    prompt = generation_prompt(runners["optimized"].tokenizer, BenchConfig().generation_prompt_tokens)
+    candidate = "candidate pruned-optimized"
+    runners = {name: load_runner("generation", "optimized", "onnxruntime", path) for name, path in references.items()}
+    runners[candidate] = load_runner("generation", "pruned-optimized", "onnxruntime", candidate_dir)
+    prompt = generation_prompt(runners[candidate].tokenizer, BenchConfig().generation_prompt_tokens)
     speeds = {name: [] for name in runners}
     for name, runner in runners.items():  # warm-up
         generation.generate(runner, prompt, 8)
@@ -66,10 +79,11 @@ def decode_ratio(optimized_dir: Path, candidate_dir: Path, rounds: int) -> dict:
             speeds[name].append({"tokens_per_s": decode_rate(result), "ttft_ms": result["ttft_ms"],
                                  "new_tokens": result["new_tokens"], "seconds": time.perf_counter() - started})
     median = {name: statistics.median(s["tokens_per_s"] for s in values) for name, values in speeds.items()}
-    ratios = [c["tokens_per_s"] / o["tokens_per_s"] for c, o in zip(speeds["candidate pruned-optimized"], speeds["optimized"])]
-    return {"rounds": rounds, "median_decode_tokens_per_s": median, "rows": speeds,
-            "ratio_median": round(median["candidate pruned-optimized"] / median["optimized"], 3),
-            "ratio_per_round": [round(r, 3) for r in ratios]}
+    versus = {name: {"ratio_median": round(median[candidate] / median[name], 3),
+                     "ratio_per_round": [round(c["tokens_per_s"] / r["tokens_per_s"], 3)
+                                         for c, r in zip(speeds[candidate], speeds[name])]}
+              for name in references}
+    return {"rounds": rounds, "median_decode_tokens_per_s": median, "rows": speeds, "versus": versus}
 
 
 if __name__ == "__main__":
