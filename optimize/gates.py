@@ -41,8 +41,9 @@ class AgreementGuard:
         self.misses += measured - agreeing
         best = round(100 * (self.total - self.misses) / max(self.total, 1), 2)  # rounded as the gate reads it
         if best < self.floor_pct:
-            raise AgreementBelowGate(best, f"stopped after {self.seen} of {self.total} {self.unit}: "
-                                           f"{self.misses} disagreements already exceed what the gate allows")
+            so_far = 100 * (self.seen - self.misses) / self.seen
+            raise AgreementBelowGate(best, f"stopped after {self.seen} of {self.total} {self.unit}, {so_far:.1f}% agreeing "
+                                           f"so far: {self.misses} disagreements already exceed what the gate allows")
 
 
 @dataclass(frozen=True)
