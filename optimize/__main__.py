@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     prune.add_argument("--task", choices=("qa", "generation"), default="qa")
     prune.add_argument("--heads-kept", type=int, default=8, help="QA: attention heads kept per layer (of 12)")
     prune.add_argument("--ffn-kept", type=int, help="FFN neurons kept per layer, of 1536 (QA default 1024, generation 1536)")
-    prune.add_argument("--threads", type=int, default=2, help="QA: torch threads (two candidates can run side by side)")
+    prune.add_argument("--threads", type=int, default=2, help="torch threads (QA: two candidates can run side by side)")
     prune.add_argument("--qa-layers-dropped", type=int, default=0,
                        help="QA: encoder layers removed (those whose absence costs the least calibration loss)")
     prune.add_argument("--layers-dropped", type=int, default=8, help="generation: decoder layers removed (of 30)")
@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     prune.add_argument("--steps", type=int, default=300, help="generation recovery steps (LoRA distillation)")
     prune.add_argument("--learning-rate", type=float, help="recovery learning rate (QA 1e-4, generation 1e-3)")
     prune.add_argument("--skip-before", action="store_true", help="generation: skip measuring before recovery")
+    prune.add_argument("--stop-after", type=int, metavar="STEPS",
+                       help="generation: checkpoint and stop after this many recovery steps; the same command continues "
+                            "(checkpoint and log under artifacts/recovery-jobs/<output name>/)")
     prune.add_argument("--output", type=Path, help="default weights/<preset>-pruned")
     prune.add_argument("--data", type=Path)
 
@@ -109,9 +112,14 @@ def main(argv: list[str] | None = None) -> int:
         result = prune_generation.run(
             prune_generation.DecoderPruneConfig(layers_dropped=args.layers_dropped, ffn_kept=args.ffn_kept or 1536,
                                                 ffn_pruned_share=args.ffn_pruned_share),
-            prune_generation.RecoveryConfig(steps=args.steps, learning_rate=args.learning_rate or 1e-3),
-            args.output or Path("weights/generation-smollm2-pruned"), measure_before=not args.skip_before)
-        print({k: result[k] for k in ("layers_kept", "before_recovery", "after_recovery")})
+            prune_generation.RecoveryConfig(steps=args.steps, learning_rate=args.learning_rate or 1e-3, threads=args.threads),
+            args.output or Path("weights/generation-smollm2-pruned"), measure_before=not args.skip_before,
+            stop_after=args.stop_after)
+        if "stopped_at_step" in result:
+            print(f"recovery stopped at step {result['stopped_at_step']}/{result['steps']}; checkpoint {result['checkpoint']}. "
+                  "Run the same command to continue.")
+        else:
+            print({k: result[k] for k in ("layers_kept", "before_recovery", "after_recovery")})
     elif args.stage == "prune":
         from optimize.gates import GateFailed
         from optimize.prune_qa import PruneConfig

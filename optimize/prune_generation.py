@@ -270,6 +270,12 @@ class RecoveryConfig:
     seed: int = 42
     threads: int = 2
     hidden_weight: float = 0.0  # > 0: also match each kept layer's output to the teacher's same layer
+    checkpoint_every: int = 25  # steps between checkpoints when recover() is given a checkpoint path
+
+    def resumable_key(self) -> dict:
+        """What a checkpoint must share with the run that continues it (threads and checkpoint
+        spacing may change between runs)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("threads", "checkpoint_every")}
 
 
 def recovery_texts(tokenizer, max_tokens: int) -> list[torch.Tensor]:
@@ -359,27 +365,39 @@ def hidden_state_loss(student_states, teacher_states, kept_layers: list[int], ke
 
 
 def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: RecoveryConfig,
-            kept_layers: list[int] | None = None) -> list[float]:
+            kept_layers: list[int] | None = None, checkpoint: Path | None = None,
+            stop_after: int | None = None) -> list[float]:
     """KL(teacher || student) over every real token (plus hidden_state_loss when
     config.hidden_weight > 0 and kept_layers maps student layers to teacher layers); AdamW on the
-    trainable parameters (adapters and norm gains, or every block weight)."""
+    trainable parameters (adapters and norm gains, or every block weight). Returns the losses of
+    every step so far: fewer than config.steps when the run was stopped.
+
+    `checkpoint`: every config.checkpoint_every steps the trainable weights, AdamW and schedule
+    state, the batch sampler and the losses are written there (atomically), and a call that finds
+    a checkpoint continues from it, to the same weights as an uninterrupted run: hours of CPU
+    recovery survive a stop. `stop_after`: checkpoint and return after that many steps of this call."""
     import math
     import random
+    import time
 
     from optimize.cpu import has_bf16
 
     if config.steps == 0:
         return []
     rng = random.Random(config.seed)
-    params = [p for p in student.parameters() if p.requires_grad]
+    trainable = {name: p for name, p in student.named_parameters() if p.requires_grad}
+    params = list(trainable.values())
     optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * step / config.steps)))
+    losses: list[float] = []
+    start = _resume(checkpoint, config, trainable, optimizer, schedule, rng, losses) if checkpoint else 0
     device = next(student.parameters()).device  # a lent GPU distils longer (scripts/gpu_distill_generation.py)
-    bf16, losses = has_bf16() or device.type == "cuda", []
+    bf16 = has_bf16() or device.type == "cuda"
     hidden = config.hidden_weight > 0 and kept_layers is not None
     student.train()
-    for step in range(config.steps):
+    tokens, started = 0, time.perf_counter()
+    for step in range(start, config.steps):
         ids, mask = (t.to(device) for t in _padded(rng.sample(texts, config.batch_size), pad_id))
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             with torch.inference_mode():
@@ -395,10 +413,51 @@ def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: Re
         schedule.step()
         optimizer.zero_grad()
         losses.append(float(loss.detach()))
-        if (step + 1) % 20 == 0:
-            log.info("recovery step %d/%d  KL %.4f", step + 1, config.steps, sum(losses[-20:]) / 20)
+        tokens += int(keep.sum())
+        done = step + 1
+        if done % 20 == 0 or done == config.steps:
+            rate = tokens / (time.perf_counter() - started)
+            left_s = (config.steps - done) * (time.perf_counter() - started) / (done - start)
+            log.info("recovery step %d/%d  KL %.4f  %.0f training tokens/s  ~%.0f min left", done, config.steps,
+                     sum(losses[-20:]) / len(losses[-20:]), rate, left_s / 60)
+        stopping = stop_after is not None and done - start >= stop_after and done < config.steps
+        if checkpoint and (done % config.checkpoint_every == 0 or stopping):
+            _save_checkpoint(checkpoint, config, done, trainable, optimizer, schedule, rng, losses)
+        if stopping:
+            log.info("recovery stopped after step %d/%d; checkpoint %s (the same call continues)", done, config.steps, checkpoint)
+            break
     student.eval()
     return losses
+
+
+def _save_checkpoint(path: Path, config: RecoveryConfig, step: int, trainable: dict, optimizer, schedule, rng,
+                     losses: list[float]) -> None:
+    state = {"step": step, "config": config.resumable_key(), "params": {n: p.detach().clone() for n, p in trainable.items()},
+             "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(), "rng": rng.getstate(),
+             "losses": losses}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    torch.save(state, partial)
+    partial.replace(path)
+
+
+def _resume(path: Path, config: RecoveryConfig, trainable: dict, optimizer, schedule, rng, losses: list[float]) -> int:
+    """Load a checkpoint into the run's state; the step to continue from (0: none there)."""
+    if not path.exists():
+        return 0
+    state = torch.load(path, weights_only=False)
+    if state["config"] != config.resumable_key() or set(state["params"]) != set(trainable):
+        raise ValueError(f"{path} was written by another recovery (config {state['config']}); "
+                         "delete it to start over, or run with the same options to continue it.")
+    with torch.no_grad():
+        for name, value in state["params"].items():
+            trainable[name].copy_(value)
+    optimizer.load_state_dict(state["optimizer"])
+    schedule.load_state_dict(state["schedule"])
+    rng.setstate(state["rng"])
+    losses.extend(state["losses"])
+    log.info("recovery resumed at step %d/%d from %s", state["step"], config.steps, path)
+    return state["step"]
 
 
 PLAN_FILE, DELTA_FILE = "pruning.json", "recovery.safetensors"
@@ -409,9 +468,38 @@ def _runner(model, tokenizer, path):
     return Runner(task="generation", variant="pruned", runtime="torch", path=Path(path), tokenizer=tokenizer, model=model)
 
 
+def recovery_job_files(output: Path) -> tuple[Path, Path]:
+    """Where `run` keeps a recovery's checkpoint and log: under the artifacts root, never in the
+    committed output folder."""
+    from models.catalog import artifacts_root
+
+    folder = artifacts_root() / "recovery-jobs" / Path(output).name
+    return folder / "checkpoint.pt", folder / "recovery.log"
+
+
 def run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig,
-        output: Path = Path("weights/generation-smollm2-pruned"), measure_before: bool = True) -> dict:
-    """Rank, prune, recover, measure; write the plan and the delta (not the weights) to `output`."""
+        output: Path = Path("weights/generation-smollm2-pruned"), measure_before: bool = True,
+        stop_after: int | None = None) -> dict:
+    """Rank, prune, recover, measure; write the plan and the delta (not the weights) to `output`.
+    A resumable job: recovery checkpoints and logs (`recovery_job_files`); a run that finds a
+    checkpoint of the same recovery continues it; `stop_after` ends this run after that many
+    steps (nothing is written to `output` until recovery is complete)."""
+    checkpoint, log_file = recovery_job_files(output)
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(log_file)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        return _run(prune_config, recovery_config, output, measure_before, stop_after, checkpoint)
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+
+
+def _run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig, output: Path, measure_before: bool,
+         stop_after: int | None, checkpoint: Path) -> dict:
+    import json
     import random
     import time
 
@@ -436,13 +524,20 @@ def run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig,
     dropped, kept_neurons = plan(influence, neurons, prune_config)
     prune_with_plan(student, dropped, kept_neurons)
     reference = _runner(teacher, tokenizer, baseline_dir)
-    before = generation_accuracy(_runner(student, tokenizer, output), baseline_dir, lambda: reference) if measure_before else {
-        "note": "not measured here; see reports/pruning-sweep-generation.md"}
+    before_file = checkpoint.with_name("before_recovery.json")  # measured once per job, not once per resumed run
+    if before_file.exists() and checkpoint.exists():
+        before = json.loads(before_file.read_text())
+    else:
+        before = generation_accuracy(_runner(student, tokenizer, output), baseline_dir, lambda: reference) if measure_before else {
+            "note": "not measured here; see reports/pruning-sweep-generation.md"}
+        before_file.write_text(json.dumps(before))
     log.info("dropped layers %s, FFN widths %s; before recovery %s", dropped, ffn_widths(kept_neurons), before)
     started = time.perf_counter()
     add_lora(student, recovery_config.rank, recovery_config.alpha)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    losses = recover(student, teacher, texts, pad_id, recovery_config)
+    losses = recover(student, teacher, texts, pad_id, recovery_config, checkpoint=checkpoint, stop_after=stop_after)
+    if len(losses) < recovery_config.steps:
+        return {"stopped_at_step": len(losses), "steps": recovery_config.steps, "checkpoint": str(checkpoint)}
     delta = merge_lora(student)
     after = generation_accuracy(_runner(student, tokenizer, output), baseline_dir, lambda: reference)
     log.info("after recovery %s", after)
@@ -460,6 +555,7 @@ def run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig,
         "before_recovery": before, "after_recovery": after,
     }
     save_recovery(output, dropped, kept_neurons, delta, result)
+    checkpoint.unlink(missing_ok=True)  # the job is done: its result is the committed delta
     return result
 
 

@@ -2,6 +2,7 @@
 import re
 
 import numpy as np
+import pytest
 import torch
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
@@ -123,6 +124,43 @@ def test_decoder_recovery_delta_reassembles_the_recovered_model(tmp_path):
         np.testing.assert_allclose(rebuilt(ids).logits, student(ids).logits, atol=2e-2)
         assert not torch.allclose(rebuilt(ids).logits, teacher(ids).logits, atol=1e-3)
     assert len(rebuilt.model.layers) == 3
+
+
+def test_a_stopped_recovery_continues_from_its_checkpoint_to_the_same_weights(tmp_path):
+    """Hours of CPU recovery survive a stop: a run stopped after 3 of 7 steps and continued from its
+    checkpoint ends on the same adapters and losses as an uninterrupted run; a checkpoint of another
+    recovery is refused, not silently mixed in."""
+    from transformers import AutoModelForCausalLM
+
+    from optimize import prune_generation as pg
+
+    baseline_dir = tiny_llama(tmp_path / "base", layers=3)
+    tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
+    teacher = AutoModelForCausalLM.from_pretrained(baseline_dir).eval()
+    texts = [tokenizer(t, return_tensors="pt").input_ids for t in
+             ("the quick brown fox jumps over the lazy dog", "a pig built a house of sticks", "hello there friend")]
+    config = pg.RecoveryConfig(steps=7, batch_size=2, learning_rate=1e-2, checkpoint_every=2)
+    dropped, kept = pg.plan(*pg.importance(teacher, texts), pg.DecoderPruneConfig(layers_dropped=1, ffn_kept=64))
+
+    def student(seed: int = 0):
+        torch.manual_seed(seed)  # another seed: another process's adapter initialisation
+        model = AutoModelForCausalLM.from_pretrained(baseline_dir).eval()
+        pg.prune_with_plan(model, dropped, kept)
+        pg.add_lora(model, rank=2, alpha=4)
+        return model
+
+    uninterrupted = student()
+    expected = pg.recover(uninterrupted, teacher, texts, 0, config)
+    checkpoint = tmp_path / "job" / "checkpoint.pt"
+    stopped = student()
+    assert len(pg.recover(stopped, teacher, texts, 0, config, checkpoint=checkpoint, stop_after=3)) == 3
+    continued = student(seed=123)  # the checkpoint replaces its adapters
+    losses = pg.recover(continued, teacher, texts, 0, config, checkpoint=checkpoint)
+    assert losses == expected
+    for (name, ours), (_, theirs) in zip(continued.named_parameters(), uninterrupted.named_parameters()):
+        torch.testing.assert_close(ours, theirs, msg=name)
+    with pytest.raises(ValueError, match="another recovery"):
+        pg.recover(student(), teacher, texts, 0, pg.RecoveryConfig(steps=9, batch_size=2), checkpoint=checkpoint)
 
 
 def test_fully_fine_tuned_decoder_is_committed_as_an_int8_delta_that_reassembles(tmp_path):
