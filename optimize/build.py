@@ -318,8 +318,9 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = No
 
     A missed accuracy gate fails the build (nothing is published). With no explicit recipe, the
     task's recipes are tried fastest first (`recipe_ladder`) and the first that passes its gates is
-    published, with the rejected ones and their misses in its manifest. `strict=False` publishes the
-    first recipe even when it misses a gate, recording the miss (the app shows it)."""
+    published, with the rejected ones and their misses in its manifest (a strict build measures a
+    recipe only until its agreement gate is out of reach). `strict=False` publishes the first recipe
+    even when it misses a gate, recording the miss (the app shows it), measured in full."""
     ladder = [recipe] if recipe else recipe_ladder(preset.task, from_gguf=preset.task == "generation" and source_gguf(preset, variant_name) is not None)
     if not strict:
         ladder = ladder[:1]
