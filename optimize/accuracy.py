@@ -170,8 +170,7 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
     cached = reference_cache(reference_path, f"generation-{_prompts_key()}", reference_side)
     sequences = [torch.tensor(s) for s in cached["sequences"]]
     prompt_lengths = [chat_prompt(runner.tokenizer, p).shape[1] for p in PROMPTS]
-    gates = Gates()
-    floor = (gates.exact_agreement_pct if exact else gates.onnx_agreement_pct) if runner.runtime == "onnxruntime" else None
+    floor = Gates().agreement_floor(exact) if runner.runtime == "onnxruntime" else None
     try:
         agreement = next_token_agreement(runner, sequences, prompt_lengths, floor if stop_below_gate else None)
     except AgreementBelowGate as stopped:
@@ -235,7 +234,7 @@ def reference_cache(source: Path, kind: str, compute) -> dict:
         return json.loads(path.read_text())
     value = compute()
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f"{path.name}.{os.getpid()}")  # builds of the two tasks may run side by side
+    partial = path.with_name(f"{path.name}.{os.getpid()}")  # a build stopped mid-write leaves no half-written cache
     partial.write_text(json.dumps(value))
     partial.replace(path)
     return value
@@ -260,7 +259,7 @@ def measure(preset: Preset, directory: Path, variant_name: str, reference: Path,
     held_out = HeldOut.load()
     reference_metrics = reference_cache(reference, f"qa-both-ways-{_everyday_key()}", lambda: qa_accuracy(load_reference(), held_out))
     spans = reference_metrics["_spans"]
-    guard = (AgreementGuard(len(spans), Gates().onnx_agreement_pct, "answerable questions")
+    guard = (AgreementGuard(len(spans), Gates().agreement_floor(), "answerable questions")
              if stop_below_gate and variant.runtime == "onnxruntime" else None)
     try:
         metrics = qa_accuracy(runner, held_out, guard, spans)

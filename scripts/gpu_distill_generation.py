@@ -98,7 +98,8 @@ def main(gguf: Path, work: Path, budget_s: float, resume: Path | None = None, te
         else:  # a second round: fresh adapters on top of a committed recovery (pg.stack_deltas joins them)
             dropped, kept_neurons, earlier = pg.load_recovery(resume)
         pg.prune_with_plan(student, dropped, kept_neurons)
-        pruned_weights = {n: p.detach().clone() for n, p in student.model.layers.named_parameters()}
+        # full_delta's reference point; LoRA rounds need no copy of the weights
+        pruned_weights = {n: p.detach().clone() for n, p in student.model.layers.named_parameters()} if FULL else None
         if earlier is not None:
             pg.apply_delta(student, earlier)
         student.cuda()
