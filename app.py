@@ -358,8 +358,9 @@ and `pruned-optimized` are the structurally pruned model and its optimized expor
 post-processing path, so only the model differs. Latency is measured per request after a warm-up,
 and the order in which variants run rotates on every request.
 
-**Two QA modes.** By default every variant returns its best span, as transformers'
-`question-answering` pipeline does (`handle_impossible_answer=False`); when the model's null score
+**Two QA modes.** By default every variant returns its best span (at most 15 tokens), as
+transformers' `question-answering` pipeline does (`handle_impossible_answer=False`,
+`max_answer_len=15`); when the model's null score
 wins, the span is still shown with a note "the model rates this unanswerable (margin …)". Tick
 "Allow 'no answer' (SQuAD 2.0)" (API: `handle_impossible_answer=True`) and a variant answers
 "no answer" whenever its best span does not beat the null score by the threshold it tuned on a

@@ -26,7 +26,7 @@ class QAConfig:
     max_length: int = 384
     stride: int = 128  # tokens shared by consecutive windows
     max_question_tokens: int = 64
-    max_answer_tokens: int = 30
+    max_answer_tokens: int = 15  # transformers' question-answering pipeline: max_answer_len=15
     top_k: int = 20
     null_threshold: float = 0.0  # tuned on validation articles at training time
 
@@ -186,8 +186,9 @@ def postprocess(windows: Windows, start_logits: np.ndarray, end_logits: np.ndarr
 
 
 def answer(runner, question: str, context: str, handle_impossible_answer: bool = False) -> dict:
-    """Answer with `runner`, timing each stage; the dict is the `/qa` API's response. The default
-    is the transformers pipeline's: always the best span, with the null decision beside it."""
+    """Answer with `runner`, timing each stage; the dict is the `/qa` API's response. The defaults
+    are the transformers pipeline's: always the best span, with the null decision beside it, and
+    spans of at most 15 tokens (`max_answer_tokens`, the pipeline's `max_answer_len`)."""
     config = runner.qa_config
     started = time.perf_counter()
     windows = preprocess(runner.tokenizer, question, context, config)
@@ -201,7 +202,7 @@ def answer(runner, question: str, context: str, handle_impossible_answer: bool =
         "answer": result.answer, "score": round(float(result.score), 4), "start": result.start, "end": result.end,
         "null_wins": result.null_wins, "null_margin": None if margin is None else round(margin, 4),
         "null_threshold": round(float(config.null_threshold), 4),
-        "handle_impossible_answer": bool(handle_impossible_answer),
+        "handle_impossible_answer": bool(handle_impossible_answer), "max_answer_len": config.max_answer_tokens,
         "windows": len(windows.offsets), "tokens": windows.num_tokens,
         "latency_ms": {
             "tokenize": 1e3 * (tokenized - started), "model": 1e3 * (modelled - tokenized),

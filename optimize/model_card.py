@@ -15,6 +15,8 @@ def qa_card(directory: Path) -> ModelCard:
                          base_model="sentence-transformers/all-MiniLM-L6-v2", datasets=["rajpurkar/squad_v2"],
                          pipeline_tag="question-answering", tags=["extractive-qa", "squad_v2", "inference-showdown"])
     articles = training["articles"]
+    config_file = Path(directory) / "qa_config.json"
+    qa_config = json.loads(config_file.read_text()) if config_file.exists() else {}
     pruned = training.get("prune")
     dropped = f", {pruned['layers_dropped']} layer(s) dropped" if pruned and pruned.get("layers_dropped") else ""
     title = (f"MiniLM-L6 SQuAD 2.0, pruned to {pruned['heads_kept']} heads and {pruned['ffn_kept']} FFN neurons per "
@@ -45,6 +47,9 @@ length-grouped batches with dynamic padding. Null threshold {training['null_thre
 Training took {training['train_seconds'] / 60:.0f} min on a 2-core CPU.
 
 ## Held-out scores (test articles, {int(test['overall_total'])} questions), two ways
+Answers are spans of at most {qa_config.get('max_answer_tokens', 15)} tokens, as in transformers' question-answering pipeline
+(`max_answer_len`); the per-epoch validation history and earlier stages' lines were scored at training time{" with 30" if qa_config.get('max_answer_tokens', 15) != 30 else ""}.
+
 | SQuAD 2.0 (null threshold tuned on validation) | EM | F1 |
 |---|---|---|
 | overall | {test['overall_exact']:.1f} | {test['overall_f1']:.1f} |

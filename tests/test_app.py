@@ -43,6 +43,7 @@ def test_qa_endpoint_takes_handle_impossible_answer_like_the_pipeline(client):
         assert {"null_wins", "null_margin", "null_threshold"} <= set(result)
         assert result["null_wins"] is False and isinstance(result["null_margin"], float)
     assert default["handle_impossible_answer"] is False and allowed["handle_impossible_answer"] is True
+    assert default["max_answer_len"] == allowed["max_answer_len"] == 15  # the pipeline's default span limit
     assert default["answer"] and default["answer"] == allowed["answer"]
 
 

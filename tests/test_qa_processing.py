@@ -105,3 +105,16 @@ def test_windows_from_cached_context_tokens_equal_the_tokenizers_own(tokenizer):
             for name, array in expected.items():
                 np.testing.assert_array_equal(windows.inputs[name], array, err_msg=f"{name}: {question!r}")
             assert windows.offsets == offsets
+
+
+def test_a_span_longer_than_max_answer_tokens_gives_way_to_the_best_that_fits(tokenizer):
+    """The pipeline's `max_answer_len` (15): a higher-scoring 20-token clause is not an answer."""
+    context = "The second little pig " + " ".join(["worked"] * 16) + " hard. The wolf came."
+    windows = preprocess(tokenizer, "Who worked?", context, QAConfig())
+    long_end = context.index(" The wolf")
+    start, end = _logits_for(windows, 0, long_end, span_score=10.0)
+    short = len("The second little pig")
+    for w, offsets in enumerate(windows.offsets):  # a weaker end token after "pig"
+        end[w, [t for t, span in enumerate(offsets) if span and span[1] == short]] = 3.0
+    assert postprocess(windows, start, end, context, QAConfig(max_answer_tokens=30)).answer == context[:long_end]
+    assert postprocess(windows, start, end, context, QAConfig()).answer == "The second little pig"
