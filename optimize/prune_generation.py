@@ -391,7 +391,7 @@ def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: Re
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * step / config.steps)))
     losses: list[float] = []
-    start = _resume(checkpoint, config, trainable, optimizer, schedule, rng, losses) if checkpoint else 0
+    start, spent_s = _resume(checkpoint, config, trainable, optimizer, schedule, rng, losses) if checkpoint else (0, 0.0)
     device = next(student.parameters()).device  # a lent GPU distils longer (scripts/gpu_distill_generation.py)
     bf16 = has_bf16() or device.type == "cuda"
     hidden = config.hidden_weight > 0 and kept_layers is not None
@@ -422,7 +422,8 @@ def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: Re
                      sum(losses[-20:]) / len(losses[-20:]), rate, left_s / 60)
         stopping = stop_after is not None and done - start >= stop_after and done < config.steps
         if checkpoint and (done % config.checkpoint_every == 0 or stopping):
-            _save_checkpoint(checkpoint, config, done, trainable, optimizer, schedule, rng, losses)
+            _save_checkpoint(checkpoint, config, done, trainable, optimizer, schedule, rng, losses,
+                             spent_s + time.perf_counter() - started)
         if stopping:
             log.info("recovery stopped after step %d/%d; checkpoint %s (the same call continues)", done, config.steps, checkpoint)
             break
@@ -431,20 +432,22 @@ def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: Re
 
 
 def _save_checkpoint(path: Path, config: RecoveryConfig, step: int, trainable: dict, optimizer, schedule, rng,
-                     losses: list[float]) -> None:
+                     losses: list[float], seconds: float) -> None:
     state = {"step": step, "config": config.resumable_key(), "params": {n: p.detach().clone() for n, p in trainable.items()},
              "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(), "rng": rng.getstate(),
-             "losses": losses}
+             "losses": losses, "seconds": seconds}
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     torch.save(state, partial)
     partial.replace(path)
 
 
-def _resume(path: Path, config: RecoveryConfig, trainable: dict, optimizer, schedule, rng, losses: list[float]) -> int:
-    """Load a checkpoint into the run's state; the step to continue from (0: none there)."""
+def _resume(path: Path, config: RecoveryConfig, trainable: dict, optimizer, schedule, rng,
+            losses: list[float]) -> tuple[int, float]:
+    """Load a checkpoint into the run's state; the step to continue from (0: none there) and the
+    training seconds that got there."""
     if not path.exists():
-        return 0
+        return 0, 0.0
     state = torch.load(path, weights_only=False)
     if state["config"] != config.resumable_key() or set(state["params"]) != set(trainable):
         raise ValueError(f"{path} was written by another recovery (config {state['config']}); "
@@ -457,7 +460,12 @@ def _resume(path: Path, config: RecoveryConfig, trainable: dict, optimizer, sche
     rng.setstate(state["rng"])
     losses.extend(state["losses"])
     log.info("recovery resumed at step %d/%d from %s", state["step"], config.steps, path)
-    return state["step"]
+    return state["step"], float(state.get("seconds", 0.0))
+
+
+def checkpoint_seconds(path: Path) -> float:
+    """Training seconds behind a recovery checkpoint: the earlier runs of a resumed job."""
+    return float(torch.load(path, weights_only=False).get("seconds", 0.0)) if path.exists() else 0.0
 
 
 PLAN_FILE, DELTA_FILE = "pruning.json", "recovery.safetensors"
@@ -532,7 +540,7 @@ def _run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig, outp
             "note": "not measured here; see reports/pruning-sweep-generation.md"}
         before_file.write_text(json.dumps(before))
     log.info("dropped layers %s, FFN widths %s; before recovery %s", dropped, ffn_widths(kept_neurons), before)
-    started = time.perf_counter()
+    started, earlier_s = time.perf_counter(), checkpoint_seconds(checkpoint)
     add_lora(student, recovery_config.rank, recovery_config.alpha)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     losses = recover(student, teacher, texts, pad_id, recovery_config, checkpoint=checkpoint, stop_after=stop_after)
@@ -550,7 +558,7 @@ def _run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig, outp
         "recovery_data": ("SQuAD 2.0 training articles (0-11): paragraphs as plain text and as chat turns, and the "
                           "baseline's greedy answers to 640 training prompts (optimize/recovery_prompts.py)"),
         "calibration_data": "the baseline's greedy answers to training prompts",
-        "recovery_seconds": round(time.perf_counter() - started),
+        "recovery_seconds": round(earlier_s + time.perf_counter() - started),  # every run of a resumed job
         "kl_first_last": [round(sum(losses[:20]) / 20, 4), round(sum(losses[-20:]) / 20, 4)] if losses else None,
         "before_recovery": before, "after_recovery": after,
     }

@@ -154,8 +154,11 @@ def test_a_stopped_recovery_continues_from_its_checkpoint_to_the_same_weights(tm
     checkpoint = tmp_path / "job" / "checkpoint.pt"
     stopped = student()
     assert len(pg.recover(stopped, teacher, texts, 0, config, checkpoint=checkpoint, stop_after=3)) == 3
+    first_run_s = pg.checkpoint_seconds(checkpoint)
+    assert first_run_s > 0
     continued = student(seed=123)  # the checkpoint replaces its adapters
     losses = pg.recover(continued, teacher, texts, 0, config, checkpoint=checkpoint)
+    assert pg.checkpoint_seconds(checkpoint) > first_run_s  # the job's training time counts both runs
     assert losses == expected
     for (name, ours), (_, theirs) in zip(continued.named_parameters(), uninterrupted.named_parameters()):
         torch.testing.assert_close(ours, theirs, msg=name)
