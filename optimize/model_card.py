@@ -16,7 +16,7 @@ def qa_card(directory: Path) -> ModelCard:
                          pipeline_tag="question-answering", tags=["extractive-qa", "squad_v2", "inference-showdown"])
     articles = training["articles"]
     config_file = Path(directory) / "qa_config.json"
-    qa_config = json.loads(config_file.read_text()) if config_file.exists() else {}
+    max_answer = (json.loads(config_file.read_text()) if config_file.exists() else {}).get("max_answer_tokens", 15)
     pruned = training.get("prune")
     dropped = f", {pruned['layers_dropped']} layer(s) dropped" if pruned and pruned.get("layers_dropped") else ""
     title = (f"MiniLM-L6 SQuAD 2.0, pruned to {pruned['heads_kept']} heads and {pruned['ffn_kept']} FFN neurons per "
@@ -47,8 +47,8 @@ length-grouped batches with dynamic padding. Null threshold {training['null_thre
 Training took {training['train_seconds'] / 60:.0f} min on a 2-core CPU.
 
 ## Held-out scores (test articles, {int(test['overall_total'])} questions), two ways
-Answers are spans of at most {qa_config.get('max_answer_tokens', 15)} tokens, as in transformers' question-answering pipeline
-(`max_answer_len`); the per-epoch validation history and earlier stages' lines were scored at training time{" with 30" if qa_config.get('max_answer_tokens', 15) != 30 else ""}.
+Answers are spans of at most {max_answer} tokens, as in transformers' question-answering pipeline
+(`max_answer_len`).{history_note(training, max_answer)}
 
 | SQuAD 2.0 (null threshold tuned on validation) | EM | F1 |
 |---|---|---|
@@ -69,6 +69,14 @@ Per-epoch validation history: {json.dumps(training['history'])}
 ```
 """
     return ModelCard(content)
+
+
+def history_note(training: dict, max_answer: int) -> str:
+    """Scores recorded at training time with another span limit than the held-out ones are labelled."""
+    earlier = training.get("history_max_answer_tokens")
+    if earlier is None or earlier == max_answer:
+        return ""
+    return f" The per-epoch validation history and earlier stages' lines were scored at training time with {earlier}."
 
 
 def command(training: dict, init_from: str | None = None, output: str | None = None) -> str:

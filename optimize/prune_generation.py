@@ -465,7 +465,8 @@ def _resume(path: Path, config: RecoveryConfig, trainable: dict, optimizer, sche
 
 def checkpoint_seconds(path: Path) -> float:
     """Training seconds behind a recovery checkpoint: the earlier runs of a resumed job."""
-    return float(torch.load(path, weights_only=False).get("seconds", 0.0)) if path.exists() else 0.0
+    # mmap: only the small entries are read, not the adapters and AdamW state the run will load anyway
+    return float(torch.load(path, weights_only=False, mmap=True).get("seconds", 0.0)) if path.exists() else 0.0
 
 
 PLAN_FILE, DELTA_FILE = "pruning.json", "recovery.safetensors"
