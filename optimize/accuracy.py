@@ -86,22 +86,12 @@ def greedy_continuations(runner: Runner, batch_size: int = 16) -> list[torch.Ten
 
 
 def batched_torch_continuations(runner: Runner, prompts: list[str], new_tokens: int, batch_size: int) -> list[torch.Tensor]:
-    from optimize.prune_generation import left_padded_prompts
+    from optimize.prune_generation import greedy_answers
 
     stops = runner.model.generation_config.eos_token_id
     stops = set(stops if isinstance(stops, list) else [stops if stops is not None else runner.tokenizer.eos_token_id])
     pad_id = runner.tokenizer.eos_token_id if runner.tokenizer.eos_token_id is not None else 0
-    out = []
-    for start in range(0, len(prompts), batch_size):
-        batch, ids, mask = left_padded_prompts(runner.tokenizer, prompts[start: start + batch_size], pad_id)
-        with torch.inference_mode():
-            generated = runner.model.generate(input_ids=ids.to(runner.model.device), attention_mask=mask.to(runner.model.device),
-                                              max_new_tokens=new_tokens, do_sample=False, use_cache=True, pad_token_id=pad_id).cpu()
-        for row, prompt_ids in enumerate(batch):
-            answer = generated[row, ids.shape[1]:]
-            ends = [i for i, token in enumerate(answer.tolist()) if token in stops]
-            out.append(torch.cat([prompt_ids, answer[: ends[0] + 1] if ends else answer])[None])
-    return out
+    return greedy_answers(runner.model, runner.tokenizer, prompts, new_tokens, batch_size, stops, pad_id)
 
 
 def logits(runner: Runner, input_ids: torch.Tensor) -> torch.Tensor:

@@ -311,24 +311,33 @@ def left_padded_prompts(tokenizer, prompts: list[str], pad_id: int) -> tuple[lis
     return batch, ids, mask
 
 
+def greedy_answers(model, tokenizer, prompts: list[str], new_tokens: int, batch_size: int, stops: set[int],
+                   pad_id: int, bf16_on_cuda: bool = False, progress: str | None = None) -> list[torch.Tensor]:
+    """Each prompt's greedy answer as a user turn, prompt included (1×L), cut after its first stop
+    token. Left-padded batches: on two cores a 135M decoder reads its weights once per step for the
+    whole batch (tests check the tokens against one prompt at a time)."""
+    out = []
+    for start in range(0, len(prompts), batch_size):
+        batch, ids, mask = left_padded_prompts(tokenizer, prompts[start: start + batch_size], pad_id)
+        on_gpu_bf16 = bf16_on_cuda and model.device.type == "cuda"
+        with torch.inference_mode(), torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=on_gpu_bf16):
+            generated = model.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
+                                       max_new_tokens=new_tokens, do_sample=False, use_cache=True, pad_token_id=pad_id).cpu()
+        for row, prompt_ids in enumerate(batch):
+            answer = generated[row, ids.shape[1]:]
+            ends = [i for i, token in enumerate(answer.tolist()) if token in stops]
+            out.append(torch.cat([prompt_ids, answer[: ends[0] + 1] if ends else answer])[None])
+        if progress:
+            log.info("%s %d/%d", progress, min(start + batch_size, len(prompts)), len(prompts))
+    return out
+
+
 def teacher_chats(teacher, tokenizer, prompts: list[str], new_tokens: int = 48, batch_size: int = 32) -> list[torch.Tensor]:
     """The teacher's greedy answer to each prompt as a user turn, prompt included (1×L each):
     the distribution the generation gate measures on, with none of its held-out prompts."""
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    out = []
-    for start in range(0, len(prompts), batch_size):
-        batch, ids, mask = left_padded_prompts(tokenizer, prompts[start: start + batch_size], pad_id)
-        length = ids.shape[1]
-        with torch.inference_mode(), torch.autocast(teacher.device.type, dtype=torch.bfloat16, enabled=teacher.device.type == "cuda"):
-            generated = teacher.generate(input_ids=ids.to(teacher.device), attention_mask=mask.to(teacher.device),
-                                         max_new_tokens=new_tokens, do_sample=False, pad_token_id=pad_id).cpu()
-        for row, prompt_ids in enumerate(batch):
-            answer = generated[row, length:]
-            ends = (answer == tokenizer.eos_token_id).nonzero()
-            answer = answer[: int(ends[0]) + 1] if len(ends) else answer
-            out.append(torch.cat([prompt_ids, answer])[None])
-        log.info("teacher answers %d/%d", min(start + batch_size, len(prompts)), len(prompts))
-    return out
+    return greedy_answers(teacher, tokenizer, prompts, new_tokens, batch_size, {tokenizer.eos_token_id}, pad_id,
+                          bf16_on_cuda=True, progress="teacher answers")
 
 
 def teacher_chat_set(teacher, tokenizer, baseline_dir: Path) -> list[torch.Tensor]:

@@ -260,3 +260,25 @@ def test_format_prompts_share_no_topic_word_with_the_instruction_set():
     template_words = set().union(*(set(re.findall(r"[a-z]+", t.lower())) for t in FORMAT_TEMPLATES))
     added = set().union(*(set(re.findall(r"[a-z]+", p.lower())) for p in chosen)) - template_words
     assert added and not added & measured_words - {"the", "a", "of", "in", "and"}
+
+
+def test_teacher_chats_are_the_teachers_one_at_a_time_answers(tmp_path):
+    """Recovery distils on the teacher's greedy answers, generated in left-padded batches: each must
+    be what the teacher answers to that prompt alone, cut after its end of turn."""
+    from models import generation
+    from optimize.heldout import PROMPTS
+    from optimize.prune_generation import teacher_chats
+
+    runner = load_runner("generation", "baseline", "torch", tiny_llama(tmp_path / "varied", init_range=0.2))
+    prompts = list(PROMPTS[:12])
+    first = generation.preprocess(runner.tokenizer, prompts[0])
+    end_of_turn = int(runner.generate(first, 24)[0, first.shape[1] + 3])  # a token the teacher does emit
+    runner.tokenizer.eos_token = runner.tokenizer.convert_ids_to_tokens(end_of_turn)
+    runner.model.generation_config.eos_token_id = end_of_turn  # the teacher stops at eos only
+    chats = teacher_chats(runner.model, runner.tokenizer, prompts, new_tokens=24, batch_size=5)
+    lengths = []
+    for prompt, chat in zip(prompts, chats, strict=True):
+        ids = generation.preprocess(runner.tokenizer, prompt)
+        assert chat.tolist() == runner.generate(ids, 24)[:, : ids.shape[1] + 24].tolist()
+        lengths.append(chat.shape[1] - ids.shape[1])
+    assert min(lengths) < 24 == max(lengths)  # some answers stopped at their end of turn
