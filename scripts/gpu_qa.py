@@ -35,12 +35,11 @@ def main(minilm: Path, out: Path, budget_s: float) -> None:
     from optimize import prune_qa
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    train_qa.minilm_path = lambda: minilm
     started, sweep = time.perf_counter(), []
     for name, overrides in RECIPES:
         if time.perf_counter() - started > budget_s * 0.55:
             break
-        config = replace(train_qa.TrainConfig(output=out / f"qa-{name}", threads=16), **overrides)
+        config = replace(train_qa.TrainConfig(output=out / f"qa-{name}", threads=16, base=minilm), **overrides)
         result = train_qa.train(config)
         best = next(h for h in result["history"] if h["epoch"] == result["best_epoch"])
         sweep.append({"recipe": name, **overrides, "validation_score": (best["overall_f1"] + best["forced_HasAns_f1"]) / 2,
@@ -51,18 +50,11 @@ def main(minilm: Path, out: Path, budget_s: float) -> None:
     baseline_dir = out / f"qa-{chosen['recipe']}"
     logging.info("chosen by validation: %s", chosen["recipe"])
     epochs = 6 if time.perf_counter() - started < budget_s * 0.6 else 3
-    pruned_config = replace(train_qa.TrainConfig(output=out / "qa-pruned", threads=16), epochs=epochs,
+    pruned_config = replace(train_qa.TrainConfig(output=out / "qa-pruned", threads=16, base=minilm), epochs=epochs,
                             learning_rate=1e-4, batch_size=32, answerable_first_epochs=0, null_fraction=1.0)
-    frozen = prune_qa.pruned_copy
-
-    def pruned_copy_frozen_embeddings(*args, **kwargs):  # the trip back carries the baseline's embeddings once
-        model = frozen(*args, **kwargs)
-        model.bert.embeddings.word_embeddings.requires_grad_(False)
-        return model
-
-    prune_qa.pruned_copy = pruned_copy_frozen_embeddings
     try:
-        pruned = prune_qa.run(baseline_dir, prune_qa.PruneConfig(heads_kept=10, ffn_kept=1280), pruned_config)
+        pruned = prune_qa.run(baseline_dir, prune_qa.PruneConfig(heads_kept=10, ffn_kept=1280), pruned_config,
+                              prune_qa.RecoveryConfig(freeze_word_embeddings=True))
     except Exception as error:  # a gate miss leaves the staging folder: bring it back with the reason
         logging.exception("pruned: %s", error)
         pruned = {"error": str(error)}
