@@ -17,7 +17,6 @@ import json
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,25 +58,23 @@ def main(recipe_dir: str, rounds: int = 7) -> dict:
 
 
 def decode_ratio(references: dict[str, Path], candidate_dir: Path, rounds: int) -> dict:
-    """Decode tok/s of the candidate and of each reference, in alternating rounds; the candidate's
-    ratio to each reference, per round and of the medians."""
+    """Decode tok/s of the candidate and of each reference, in rounds shuffled as the bench shuffles
+    them (models/timing.py); the candidate's ratio to each reference, per round and of the medians."""
+    import functools
+
     from models import generation
     from models.runners import load_runner
+    from models.timing import timed_rounds
     from optimize.bench import BenchConfig, decode_rate, generation_prompt
 
     candidate = "candidate pruned-optimized"
     runners = {name: load_runner("generation", "optimized", "onnxruntime", path) for name, path in references.items()}
     runners[candidate] = load_runner("generation", "pruned-optimized", "onnxruntime", candidate_dir)
     prompt = generation_prompt(runners[candidate].tokenizer, BenchConfig().generation_prompt_tokens)
-    speeds = {name: [] for name in runners}
-    for name, runner in runners.items():  # warm-up
-        generation.generate(runner, prompt, 8)
-    for _ in range(rounds):
-        for name, runner in runners.items():
-            started = time.perf_counter()
-            result = generation.generate(runner, prompt, 64)
-            speeds[name].append({"tokens_per_s": decode_rate(result), "ttft_ms": result["ttft_ms"],
-                                 "new_tokens": result["new_tokens"], "seconds": time.perf_counter() - started})
+    calls = {name: functools.partial(generation.generate, runner, prompt, 64) for name, runner in runners.items()}
+    speeds = {name: [{"tokens_per_s": decode_rate(result), "ttft_ms": result["ttft_ms"],
+                      "new_tokens": result["new_tokens"], "seconds": seconds} for seconds, result in timings]
+              for name, timings in timed_rounds(calls, rounds, warmup=1).items()}
     median = {name: statistics.median(s["tokens_per_s"] for s in values) for name, values in speeds.items()}
     versus = {name: {"ratio_median": round(median[candidate] / median[name], 3),
                      "ratio_per_round": [round(c["tokens_per_s"] / r["tokens_per_s"], 3)
