@@ -341,15 +341,21 @@ def teacher_chats(teacher, tokenizer, prompts: list[str], new_tokens: int = 48, 
 
 
 def teacher_chat_set(teacher, tokenizer, baseline_dir: Path) -> list[torch.Tensor]:
-    """The teacher's answers to optimize/recovery_prompts.py, cached per baseline fingerprint in
-    artifacts/reference-cache (generating 640 answers takes ~3.5 minutes on 2 cores)."""
+    """The teacher's answers to optimize/recovery_prompts.py, cached per baseline fingerprint and
+    prompt list in artifacts/reference-cache (generating 640 answers takes ~3.5 minutes on 2 cores):
+    a changed prompt set is answered again, never served from the old one's cache."""
+    import hashlib
+    import json
+
     from optimize import squad
     from optimize.accuracy import reference_cache
     from optimize.recovery_prompts import prompts
 
     questions = [e.question for e in squad.examples(squad.load_articles(), squad.ArticleSplit().train) if e.answers]
-    cached = reference_cache(baseline_dir, "teacher-chats", lambda: {
-        "sequences": [chat[0].tolist() for chat in teacher_chats(teacher, tokenizer, prompts(questions))]})
+    asked = prompts(questions)
+    key = hashlib.sha256(json.dumps(asked).encode()).hexdigest()[:12]
+    cached = reference_cache(baseline_dir, f"teacher-chats-{key}", lambda: {
+        "sequences": [chat[0].tolist() for chat in teacher_chats(teacher, tokenizer, asked)]})
     return [torch.tensor(sequence)[None] for sequence in cached["sequences"]]
 
 

@@ -3,8 +3,15 @@
 Why: the generation gate measures agreement on the baseline's own greedy chat answers, so the
 pruned model is distilled on the same kind of text — the teacher's greedy answers to user turns —
 rather than on Wikipedia prose alone. None of these is, or paraphrases, a held-out prompt
-(optimize/heldout.py); tests/test_prune.py checks that no held-out prompt or topic is reused.
-Questions from the SQuAD *training* articles are added by `prompts()`.
+(optimize/heldout.py), and none shares a topic word with the instruction set that gates a pruned
+model (optimize/instruction_set.json): tests/test_prune.py checks both. Questions from the SQuAD
+*training* articles are added by `prompts()`.
+
+Until 2026-11-23 `prompts()` drew on every topic, seven of which share a word with eight prompts of
+the instruction set ("recycling", "tea", "the moon landing", "the human heart", ...). The committed
+recovery deltas were distilled on those; measured afterwards, the 2 % `pruned` model passes 6 of the
+8 overlapping prompts where the baseline passes 7, and without them it scores 34/52 against the
+baseline's 32/52, so they did not lift its gated score (README, *Known gaps*).
 """
 from __future__ import annotations
 
@@ -35,10 +42,13 @@ TOPICS: tuple[str, ...] = (
 )
 
 
-def prompts(squad_questions: list[str], count: int = 640, seed: int = 42) -> list[str]:
-    """Half templated instructions, half SQuAD training questions, shuffled deterministically."""
+def prompts(squad_questions: list[str], count: int = 640, seed: int = 42,
+            topics: tuple[str, ...] | None = None) -> list[str]:
+    """Half templated instructions, half SQuAD training questions, shuffled deterministically.
+    `topics`: None = the topics that may teach (`teaching_topics`); calibration, which sets
+    activation scales and teaches nothing, passes TOPICS (the shipped INT8 graphs were calibrated so)."""
     rng = random.Random(seed)
-    instructions = [t.format(topic=topic) for t in TEMPLATES for topic in TOPICS]
+    instructions = [t.format(topic=topic) for t in TEMPLATES for topic in (teaching_topics() if topics is None else topics)]
     rng.shuffle(instructions)
     questions = list(dict.fromkeys(squad_questions))
     rng.shuffle(questions)
@@ -75,10 +85,14 @@ def _words(text: str) -> set[str]:
 
 def format_prompts(seed: int = 42) -> list[str]:
     """FORMAT_TEMPLATES over the topics that share no word with an instruction-set prompt."""
+    chosen = [template.format(topic=topic) for template in FORMAT_TEMPLATES for topic in teaching_topics()]
+    random.Random(seed).shuffle(chosen)
+    return chosen
+
+
+def teaching_topics() -> tuple[str, ...]:
+    """TOPICS that share no word with an instruction-set prompt: the set measures, it never teaches."""
     from optimize.instructions import load
 
     measured = set().union(*(_words(item["prompt"]) for item in load()))
-    topics = [topic for topic in TOPICS if not _words(topic) & measured]
-    chosen = [template.format(topic=topic) for template in FORMAT_TEMPLATES for topic in topics]
-    random.Random(seed).shuffle(chosen)
-    return chosen
+    return tuple(topic for topic in TOPICS if not _words(topic) & measured)

@@ -27,11 +27,11 @@ def fake_int8(x: torch.Tensor, block: int = BLOCK) -> torch.Tensor:
 def attention_sensitivity(model, tokenizer) -> list[float]:
     """Per layer, the mean KL(fp32 ‖ that layer's attention emulated in INT8) per token."""
     from models.generation import preprocess
-    from optimize.recovery_prompts import prompts
+    from optimize.recovery_prompts import TOPICS, prompts
 
     sequences = []
     with torch.inference_mode():
-        for prompt in prompts([], 640)[-CALIBRATION_PROMPTS:]:  # not the smoothing prompts (the first ones)
+        for prompt in prompts([], 640, topics=TOPICS)[-CALIBRATION_PROMPTS:]:  # not the smoothing prompts (the first ones)
             ids = preprocess(tokenizer, prompt)
             sequences.append(model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
                                             max_new_tokens=CONTINUATION_TOKENS, pad_token_id=tokenizer.eos_token_id))

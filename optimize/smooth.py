@@ -58,7 +58,7 @@ def input_peaks(model, tokenizer, modules: dict[str, str]) -> dict[str, dict[int
     """Per layer, the largest |input| per channel of each named projection ("gate_proj" → "mlp")
     over the calibration prompts: instructions from the recovery set, none of them held out."""
     from models.generation import preprocess
-    from optimize.recovery_prompts import prompts
+    from optimize.recovery_prompts import TOPICS, prompts
 
     peaks: dict[str, dict[int, torch.Tensor]] = {name: {} for name in modules}
 
@@ -73,7 +73,7 @@ def input_peaks(model, tokenizer, modules: dict[str, str]) -> dict[str, dict[int
                for index, layer in enumerate(model.model.layers) for name, parent in modules.items()]
     try:
         with torch.inference_mode():
-            for prompt in prompts([], 2 * CALIBRATION_PROMPTS)[:CALIBRATION_PROMPTS]:
+            for prompt in prompts([], 2 * CALIBRATION_PROMPTS, topics=TOPICS)[:CALIBRATION_PROMPTS]:
                 model(input_ids=preprocess(tokenizer, prompt))
     finally:
         for handle in handles:

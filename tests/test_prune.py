@@ -247,6 +247,20 @@ def test_recovery_prompts_never_reuse_a_heldout_prompt_or_topic():
     assert not reused
 
 
+def test_recovery_prompts_share_no_topic_word_with_the_instruction_set():
+    """The instruction set gates a pruned model: what recovery distils on must not teach it."""
+    from optimize.instructions import load
+    from optimize.recovery_prompts import TEMPLATES, TOPICS, prompts
+
+    chosen = prompts([], count=640)
+    measured_words = set().union(*(set(re.findall(r"[a-z]+", item["prompt"].lower())) for item in load()))
+    template_words = set().union(*(set(re.findall(r"[a-z]+", t.lower())) for t in TEMPLATES))
+    added = set().union(*(set(re.findall(r"[a-z]+", p.lower())) for p in chosen)) - template_words
+    assert len(chosen) == 320 and added and not added & measured_words - {"the", "a", "of", "in", "and"}
+    # calibration (activation scales, no teaching) still draws on every topic, as the shipped graphs did
+    assert any("recycling" in p for p in prompts([], count=640, topics=TOPICS))
+
+
 def test_format_prompts_share_no_topic_word_with_the_instruction_set():
     """The instruction set measures the pruned model; the format prompts that recovery distils on
     must not teach it: no prompt of the set, and no topic that shares a word with one."""
