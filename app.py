@@ -53,8 +53,7 @@ def _every_variant(frame: pd.DataFrame, run: str | int, latency_ms: float) -> pd
 
 def _latest_run(history: pd.DataFrame) -> pd.DataFrame:
     """The bars: the last run, one bar per variant in the catalog's order (a plot keeps its rows'
-    order: gradio's `sort` list breaks its front end). A variant that did not answer gets a bar of
-    0 ms, which also starts the axis at 0 (`y_lim` does not reach the front end's scale)."""
+    order: gradio's `sort` list breaks its front end). A variant that did not answer gets a bar of 0 ms."""
     run = int(history["run"].max()) if len(history) else 1
     latest = _every_variant(history[history["run"] == run], run, 0.0).drop_duplicates("variant", keep="last")
     return latest.sort_values("variant", key=lambda names: names.map(list(VARIANTS).index))
@@ -165,7 +164,9 @@ def _variant_columns(task: str, label: str, lines: int, task_title: str):
                 outputs.append(gr.Textbox(label=label, lines=lines, interactive=False))
                 stats.append(gr.Markdown())
     history = gr.State(_empty_history())
-    common = dict(y="latency_ms", color="variant", color_map=VARIANT_COLORS, y_title="ms (lower is better)", height=260)
+    # y from 0: a latency axis cut above zero makes a 1.2x difference look like 5x
+    common = dict(y="latency_ms", color="variant", color_map=VARIANT_COLORS, y_title="ms (lower is better)", height=260,
+                  y_lim=[0, None])
     with gr.Row():
         bars = gr.BarPlot(_latest_run(_empty_history()), x="variant", x_title="variant", elem_id=f"{task}-bars",
                           title=f"This run: {task_title} latency per variant", **common)

@@ -27,6 +27,11 @@ COUNT_MARKS = """([selector, colors]) => {
 }"""
 
 
+# A chart's y-axis tick values (vega labels its axis groups "Y-axis titled ...").
+Y_TICKS = """(selector) => [...document.querySelectorAll(
+  `${selector} svg g.role-axis[aria-label^="Y-axis"] g.role-axis-label text`)].map((label) => Number(label.textContent.replace(/,/g, "")))"""
+
+
 def marks(page, selector: str) -> dict[str, int]:
     """The marks drawn once any variant has one (vega draws after the data arrives)."""
     page.wait_for_function(f"(args) => {{ const c = ({COUNT_MARKS})(args); return c && Object.values(c).some((n) => n > 0); }}",
@@ -57,6 +62,9 @@ def test_qa_tab_fills_every_ready_column_and_the_charts(page, tmp_path):
     assert bars == {"baseline": 1, "optimized": 1, "pruned": 0, "pruned-optimized": 0}, bars
     points = marks(page, "#qa-runs")  # the visitor's history: one marker each after the first run
     assert points == {"baseline": 1, "optimized": 1, "pruned": 0, "pruned-optimized": 0}, points
+    for chart in ("#qa-bars", "#qa-runs"):  # latency from 0: an axis cut above zero would inflate the gaps
+        ticks = page.evaluate(Y_TICKS, chart)
+        assert ticks and min(ticks) == 0, (chart, ticks)
     page.screenshot(path=str(tmp_path / "qa.png"), full_page=True)
 
 
