@@ -298,16 +298,16 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
                     gr.Image(chart, show_label=False, height=320)
             gr.Markdown(pruning_markdown())
             gr.Markdown("### Against what users would pick instead (`python -m optimize bench`)")
+            # one above the other, each at full width: side by side, the committed table's nine columns
+            # wrapped their headers letter by letter
+            gr.Markdown("#### Measured here")
             with gr.Row():
-                with gr.Column():
-                    gr.Markdown("#### Committed (`reports/bench.md`)")
-                    gr.Markdown(bench_markdown())
-                with gr.Column():
-                    gr.Markdown("#### Measured here")
-                    measure_button = gr.Button("Measure on this machine", variant="secondary")
-                    gr.Markdown("The quick bench (`python -m optimize bench --quick --no-app`), here and now: "
-                                "a few minutes, while the live columns' timings share the cores with it.")
-                    measured = gr.Markdown(measurer.status(), elem_id="measured-here")
+                measure_button = gr.Button("Measure on this machine", variant="secondary", scale=1)
+                gr.Markdown("The quick bench (`python -m optimize bench --quick --no-app`), here and now: "
+                            "a few minutes, while the live columns' timings share the cores with it.")
+            measured = gr.Markdown(measurer.status(), elem_id="measured-here")
+            gr.Markdown("#### Committed (`reports/bench.md`)")
+            gr.Markdown(bench_markdown())
             measure_button.click(measure_here_events(measurer), None, measured, api_name="measure_here",
                                  concurrency_limit=None)
 
