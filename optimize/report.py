@@ -64,9 +64,15 @@ def qa_context(tokenizer, tokens: int) -> str:
     return " ".join(words[i % len(words)] for i in range(count))
 
 
-def parameters(runner) -> int:
+def parameters(runner, source=None) -> int:
+    """The network's weights. An ONNX export carries its source's weights at another precision (4-bit
+    codes two to a byte, block scales and minimums, an untied LM head), so it counts as its source
+    (`source`, its runner): its initializers said 122 M for SmolLM2's 4-bit export and 169 M for the
+    pruned 133 M model's INT8 one. Without its source loaded, the initializers are counted."""
     if runner.runtime == "torch":
         return sum(p.numel() for p in runner.model.parameters())
+    if source is not None:
+        return parameters(source)
     import onnx
     model = onnx.load(str(runner.path / "model.onnx"), load_external_data=False)
     return sum(int(np.prod(t.dims)) for t in model.graph.initializer)
@@ -100,7 +106,8 @@ def measure_task(showdown: Showdown, task: str, config: ReportConfig) -> Report:
     for variant, runs in timings.items():
         status = showdown.variant_status(task, variant)
         totals = [t["latency_ms"]["total"] for t in runs]
-        row = Row(variant=variant, runtime=runners[variant].runtime, parameters=parameters(runners[variant]),
+        source = runners.get(showdown.preset(task).variant(variant).built_from or "")
+        row = Row(variant=variant, runtime=runners[variant].runtime, parameters=parameters(runners[variant], source),
                   size_mb=status["size_bytes"] / 1e6, accuracy=status["accuracy"],
                   latency_p50_ms=percentile(totals, 50), latency_p95_ms=percentile(totals, 95),
                   speedup_p50=(baseline / p50(variant)) if baseline else float("nan"))

@@ -14,6 +14,7 @@ def test_report_measures_ready_variants_side_by_side_and_round_trips(built_prese
         baseline = report.rows[0]
         assert baseline.speedup_p50 == 1.0 and baseline.latency_p95_ms >= baseline.latency_p50_ms > 0
         assert all(row.parameters > 0 and row.size_mb > 0 for row in report.rows)
+        assert report.rows[1].parameters == baseline.parameters  # an export counts its source's weights, not its bytes
         report.save(tmp_path)
         for suffix in ("json", "csv", "md", "png"):
             assert (tmp_path / f"{task}.{suffix}").stat().st_size > 0
