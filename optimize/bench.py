@@ -125,22 +125,52 @@ def qa_pipelines(baseline_dir: Path) -> dict[str, Callable[[str, str], str]]:
 def llama_cpp_contender(gguf: Path, tokenizer) -> dict[str, Callable[[str, int], dict]]:
     """llama.cpp (llama-cpp-python, optional: requirements-bench.txt) on the GGUF the baseline was
     dequantized from: the same prompt tokens (the project's chat template, tokenized by the same
-    tokenizer, outside the timing as for every contender), the same threads, greedy. Its KV cache
-    is cleared before every round, so no round reuses an earlier round's prompt."""
-    try:
-        import llama_cpp
-    except ImportError:
+    tokenizer, outside the timing as for every contender), the same threads, greedy, its KV cache
+    cleared before every round. It runs in a process of its own, as users run it: llama.cpp's CPU
+    backend meets at an OpenMP barrier after every op, and in this process it shares PyTorch's
+    libgomp, which stops spin-waiting once the process holds more OpenMP threads than cores (the
+    model thread's team plus the caller's). In-process it decoded at 57-94 tok/s against ~160 in a
+    process of its own (2026-11-23, 2 cores); PyTorch and ONNX Runtime contenders measured the same
+    either way."""
+    import importlib.util
+    import multiprocessing
+
+    if importlib.util.find_spec("llama_cpp") is None:
         log.warning("llama.cpp not benchmarked: llama-cpp-python is not installed (pip install -r requirements-bench.txt)")
         return {}
-    threads = cpu_threads()
-    llm = llama_cpp.Llama(model_path=str(gguf), n_threads=threads, n_threads_batch=threads, n_ctx=1024,
-                          n_batch=512, verbose=False)
-    eos = llm.token_eos()
+    connection, child_end = multiprocessing.get_context("spawn").Pipe()
+    worker = multiprocessing.get_context("spawn").Process(target=_llama_cpp_worker, args=(child_end, str(gguf), cpu_threads()),
+                                                          daemon=True, name="llama.cpp")
+    worker.start()
+    if connection.recv() != "ready":
+        raise RuntimeError("llama.cpp did not load the GGUF")
 
     def run(prompt: str, max_new_tokens: int) -> dict:
-        ids = generation.preprocess(tokenizer, prompt)[0].tolist()
+        connection.send((generation.preprocess(tokenizer, prompt)[0].tolist(), max_new_tokens))
+        answer = connection.recv()
+        return {"text": tokenizer.decode(answer["ids"], skip_special_tokens=True), "new_tokens": len(answer["ids"]),
+                "ttft_ms": 1e3 * answer["ttft_s"], "tokens_per_s": len(answer["ids"]) / answer["model_s"],
+                "latency_ms": {"model": 1e3 * answer["model_s"]}}
+
+    return {"llama.cpp": run}
+
+
+def _llama_cpp_worker(connection, gguf: str, threads: int) -> None:
+    """The llama.cpp process: load once, then greedy-generate each (prompt ids, max new tokens) it
+    is sent, timed here (first token, last token) so that the pipe is outside the timing."""
+    import llama_cpp
+
+    llm = llama_cpp.Llama(model_path=gguf, n_threads=threads, n_threads_batch=threads, n_ctx=1024, n_batch=512,
+                          verbose=False)
+    eos = llm.token_eos()
+    connection.send("ready")
+    while True:
+        try:
+            ids, max_new_tokens = connection.recv()
+        except EOFError:  # the bench is done with it
+            return
         llm.reset()
-        llm._ctx.kv_cache_clear()  # llama.cpp's KV cache: nothing of the previous round is reused
+        llm._ctx.kv_cache_clear()  # nothing of the previous round is reused
         new_ids, stamps = [], []
         started = time.perf_counter()
         for token in llm.generate(ids, top_k=1, top_p=1.0, min_p=0.0, temp=0.0, repeat_penalty=1.0, reset=True):
@@ -148,12 +178,7 @@ def llama_cpp_contender(gguf: Path, tokenizer) -> dict[str, Callable[[str, int],
             new_ids.append(token)
             if token == eos or len(new_ids) >= max_new_tokens:
                 break
-        model_s = stamps[-1] - started
-        return {"text": tokenizer.decode(new_ids, skip_special_tokens=True), "new_tokens": len(new_ids),
-                "ttft_ms": 1e3 * (stamps[0] - started), "tokens_per_s": len(new_ids) / model_s,
-                "latency_ms": {"model": 1e3 * model_s}}
-
-    return {"llama.cpp": run}
+        connection.send({"ids": new_ids, "ttft_s": stamps[0] - started, "model_s": stamps[-1] - started})
 
 
 def generation_contenders(baseline_dir: Path) -> dict[str, Callable[[str, int], dict]]:

@@ -1,4 +1,6 @@
-"""The bench's arithmetic: which rows the ratios compare, and the table that reports them."""
+"""The bench's arithmetic: which rows the ratios compare, and the table that reports them; the llama.cpp peer."""
+import pytest
+
 from optimize.bench import Bench, Result, markdown, ratios
 
 
@@ -90,3 +92,27 @@ def test_llama_cpp_is_skipped_with_one_line_when_not_installed(monkeypatch, capl
         assert llama_cpp_contender(tmp_path / "model.gguf", tokenizer=None) == {}
     assert [r.getMessage() for r in caplog.records] == [
         "llama.cpp not benchmarked: llama-cpp-python is not installed (pip install -r requirements-bench.txt)"]
+
+
+def test_llama_cpp_runs_in_its_own_process_and_answers_as_in_process():
+    """Where llama-cpp-python is installed (requirements-bench.txt; not in CI): the bench's llama.cpp,
+    in a process of its own, gives the greedy tokens that llama.cpp gives in this process."""
+    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is optional (requirements-bench.txt)")
+    from transformers import AutoTokenizer
+
+    from models import generation
+    from models.sources import smollm2_gguf
+    from optimize.bench import llama_cpp_contender
+
+    gguf = smollm2_gguf()
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    answer = llama_cpp_contender(gguf, tokenizer)["llama.cpp"]("What is the capital of France?", 12)
+    llm = llama_cpp.Llama(model_path=str(gguf), n_threads=2, n_ctx=512, verbose=False)
+    ids = generation.preprocess(tokenizer, "What is the capital of France?")[0].tolist()
+    expected = []
+    for token in llm.generate(ids, top_k=1, top_p=1.0, min_p=0.0, temp=0.0, repeat_penalty=1.0, reset=True):
+        expected.append(token)
+        if token == llm.token_eos() or len(expected) >= 12:
+            break
+    assert answer["text"] == tokenizer.decode(expected, skip_special_tokens=True) and answer["new_tokens"] == len(expected)
+    assert 0 < answer["ttft_ms"] <= answer["latency_ms"]["model"]
