@@ -4,6 +4,8 @@ Contenders, all from the project's own baseline weights:
 - `pipeline-fp32`: transformers `pipeline` in fp32 (what a new user writes);
 - `optimum-int8`: optimum's default ONNX export + `AutoQuantizationConfig.avx512_vnni(is_static=False)`
   dynamic quantization, inside optimum's pipeline (what an informed user writes);
+- `llama.cpp` on the GGUF a generation baseline came from (optional: requirements-bench.txt), in a
+  process of its own (see `llama_cpp_contender`);
 - every ready project variant, through the app's own pre/post-processing (models/qa.py,
   models/generation.py);
 - the app itself through gradio_client (round trip minus the latency the app reports = overhead).
