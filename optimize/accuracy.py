@@ -205,10 +205,15 @@ def _everyday_key() -> str:
 
 def _prompts_key() -> str:
     """The reference continuations depend on the held-out prompts and their length, not just the weights."""
+    return content_key([PROMPTS, CONTINUATION_TOKENS])
+
+
+def content_key(value) -> str:
+    """A short hash of JSON-able inputs, for a reference-cache entry that depends on them."""
     import hashlib
     import json
 
-    return hashlib.sha256(json.dumps([PROMPTS, CONTINUATION_TOKENS]).encode()).hexdigest()[:12]
+    return hashlib.sha256(json.dumps(value).encode()).hexdigest()[:12]
 
 
 def reference_cache(source: Path, kind: str, compute) -> dict:

@@ -140,10 +140,10 @@ def llama_cpp_contender(gguf: Path, tokenizer) -> dict[str, Callable[[str, int],
     if importlib.util.find_spec("llama_cpp") is None:
         log.warning("llama.cpp not benchmarked: llama-cpp-python is not installed (pip install -r requirements-bench.txt)")
         return {}
-    connection, child_end = multiprocessing.get_context("spawn").Pipe()
-    worker = multiprocessing.get_context("spawn").Process(target=_llama_cpp_worker, args=(child_end, str(gguf), cpu_threads()),
-                                                          daemon=True, name="llama.cpp")
-    worker.start()
+    spawn = multiprocessing.get_context("spawn")
+    connection, child_end = spawn.Pipe()
+    spawn.Process(target=_llama_cpp_worker, args=(child_end, str(gguf), cpu_threads()), daemon=True, name="llama.cpp").start()
+    child_end.close()
     if connection.recv() != "ready":
         raise RuntimeError("llama.cpp did not load the GGUF")
 

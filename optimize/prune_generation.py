@@ -344,17 +344,13 @@ def teacher_chat_set(teacher, tokenizer, baseline_dir: Path) -> list[torch.Tenso
     """The teacher's answers to optimize/recovery_prompts.py, cached per baseline fingerprint and
     prompt list in artifacts/reference-cache (generating 640 answers takes ~3.5 minutes on 2 cores):
     a changed prompt set is answered again, never served from the old one's cache."""
-    import hashlib
-    import json
-
     from optimize import squad
-    from optimize.accuracy import reference_cache
+    from optimize.accuracy import content_key, reference_cache
     from optimize.recovery_prompts import prompts
 
     questions = [e.question for e in squad.examples(squad.load_articles(), squad.ArticleSplit().train) if e.answers]
     asked = prompts(questions)
-    key = hashlib.sha256(json.dumps(asked).encode()).hexdigest()[:12]
-    cached = reference_cache(baseline_dir, f"teacher-chats-{key}", lambda: {
+    cached = reference_cache(baseline_dir, f"teacher-chats-{content_key(asked)}", lambda: {
         "sequences": [chat[0].tolist() for chat in teacher_chats(teacher, tokenizer, asked)]})
     return [torch.tensor(sequence)[None] for sequence in cached["sequences"]]
 

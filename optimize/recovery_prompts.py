@@ -48,7 +48,8 @@ def prompts(squad_questions: list[str], count: int = 640, seed: int = 42,
     `topics`: None = the topics that may teach (`teaching_topics`); calibration, which sets
     activation scales and teaches nothing, passes TOPICS (the shipped INT8 graphs were calibrated so)."""
     rng = random.Random(seed)
-    instructions = [t.format(topic=topic) for t in TEMPLATES for topic in (teaching_topics() if topics is None else topics)]
+    topics = teaching_topics() if topics is None else topics
+    instructions = [t.format(topic=topic) for t in TEMPLATES for topic in topics]
     rng.shuffle(instructions)
     questions = list(dict.fromkeys(squad_questions))
     rng.shuffle(questions)
@@ -85,7 +86,8 @@ def _words(text: str) -> set[str]:
 
 def format_prompts(seed: int = 42) -> list[str]:
     """FORMAT_TEMPLATES over the topics that share no word with an instruction-set prompt."""
-    chosen = [template.format(topic=topic) for template in FORMAT_TEMPLATES for topic in teaching_topics()]
+    topics = teaching_topics()
+    chosen = [template.format(topic=topic) for template in FORMAT_TEMPLATES for topic in topics]
     random.Random(seed).shuffle(chosen)
     return chosen
 

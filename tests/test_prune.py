@@ -247,16 +247,26 @@ def test_recovery_prompts_never_reuse_a_heldout_prompt_or_topic():
     assert not reused
 
 
+COMMON_WORDS = {"the", "a", "of", "in", "and"}
+
+
+def _words_of(texts) -> set[str]:
+    return set().union(*(set(re.findall(r"[a-z]+", text.lower())) for text in texts))
+
+
+def _topic_words(chosen: list[str], templates) -> set[str]:
+    """The words the topics put into the chosen prompts (the templates' own words left out)."""
+    return _words_of(chosen) - _words_of(templates)
+
+
 def test_recovery_prompts_share_no_topic_word_with_the_instruction_set():
     """The instruction set gates a pruned model: what recovery distils on must not teach it."""
     from optimize.instructions import load
     from optimize.recovery_prompts import TEMPLATES, TOPICS, prompts
 
     chosen = prompts([], count=640)
-    measured_words = set().union(*(set(re.findall(r"[a-z]+", item["prompt"].lower())) for item in load()))
-    template_words = set().union(*(set(re.findall(r"[a-z]+", t.lower())) for t in TEMPLATES))
-    added = set().union(*(set(re.findall(r"[a-z]+", p.lower())) for p in chosen)) - template_words
-    assert len(chosen) == 320 and added and not added & measured_words - {"the", "a", "of", "in", "and"}
+    added = _topic_words(chosen, TEMPLATES)
+    assert len(chosen) == 320 and added and not added & _words_of(item["prompt"] for item in load()) - COMMON_WORDS
     # calibration (activation scales, no teaching) still draws on every topic, as the shipped graphs did
     assert any("recycling" in p for p in prompts([], count=640, topics=TOPICS))
 
@@ -270,10 +280,8 @@ def test_format_prompts_share_no_topic_word_with_the_instruction_set():
     measured = [item["prompt"] for item in load()]
     chosen = format_prompts()
     assert len(chosen) >= 10 * len(FORMAT_TEMPLATES) and not set(chosen) & set(measured)
-    measured_words = set().union(*(set(re.findall(r"[a-z]+", p.lower())) for p in measured))
-    template_words = set().union(*(set(re.findall(r"[a-z]+", t.lower())) for t in FORMAT_TEMPLATES))
-    added = set().union(*(set(re.findall(r"[a-z]+", p.lower())) for p in chosen)) - template_words
-    assert added and not added & measured_words - {"the", "a", "of", "in", "and"}
+    added = _topic_words(chosen, FORMAT_TEMPLATES)
+    assert added and not added & _words_of(measured) - COMMON_WORDS
 
 
 def test_teacher_chats_are_the_teachers_one_at_a_time_answers(tmp_path):
