@@ -1,4 +1,6 @@
 """The one report type: measured side by side, saved as JSON/CSV/Markdown/PNG, read back by the app."""
+import re
+
 from models.catalog import REPO_ROOT
 from models.reports import Report, load_report_table, report_chart
 from models.showdown import Showdown
@@ -23,6 +25,7 @@ def test_report_measures_ready_variants_side_by_side_and_round_trips(built_prese
         assert list(table["variant"]) == ["baseline", "optimized"] and report.preset in caption
         assert report_chart(task, tmp_path).endswith(f"{task}.png")
     assert (tmp_path / "generation.md").read_text().count("tokens/s") == 1
+    assert re.search(r"\d+-token chat prompt", report.workload), report.workload  # TTFT depends on the prompt's length
 
 
 def test_qa_context_fills_the_requested_number_of_tokens(built_presets):
