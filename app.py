@@ -59,6 +59,14 @@ def _latest_run(history: pd.DataFrame) -> pd.DataFrame:
     return latest.sort_values("variant", key=lambda names: names.map(list(VARIANTS).index))
 
 
+def _chart_tops(history: pd.DataFrame) -> list:
+    """Both charts' y range, 0 to a tenth above the slowest run shown: with the top left open, vega
+    ends the axis at the tallest bar and cuts its marker in half. Sent in a step of its own after
+    the data: gradio 6.17's plots draw no marks when a value and a y_lim arrive in one update."""
+    slowest = {"bars": _latest_run(history)["latency_ms"].max(), "points": history["latency_ms"].max()}
+    return [gr.update(y_lim=[0, 1.1 * float(top) if top > 0 else None]) for top in slowest.values()]
+
+
 def _history_points(history: pd.DataFrame) -> pd.DataFrame:
     """The session's runs as markers. Runs are labels ("1", "2", …), in the rows' order: a
     numeric axis over one or two runs ticks at 1.00, 1.20, …"""
@@ -272,7 +280,8 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
             gr.Examples(QA_EXAMPLES, inputs=[context, question, allow_no_answer])
             qa_answers, qa_stats, qa_history, qa_charts = _variant_columns("qa", "Answer", 1, "QA")
             qa_button.click(compare_qa, [context, question, qa_selected, allow_no_answer, qa_history],
-                            [*qa_answers, *qa_stats, qa_history, *qa_charts], api_visibility="private")
+                            [*qa_answers, *qa_stats, qa_history, *qa_charts], api_visibility="private"
+                            ).then(_chart_tops, qa_history, qa_charts, queue=False, api_visibility="private")
 
         with gr.Tab("Text generation"):
             with gr.Row():
@@ -284,7 +293,8 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
             gr.Examples(GENERATION_EXAMPLES, inputs=[prompt])
             gen_texts, gen_stats, gen_history, gen_charts = _variant_columns("generation", "Text", 6, "generation")
             gen_button.click(compare_generation, [prompt, max_new_tokens, gen_selected, gen_history],
-                             [*gen_texts, *gen_stats, gen_history, *gen_charts], api_visibility="private")
+                             [*gen_texts, *gen_stats, gen_history, *gen_charts], api_visibility="private"
+                             ).then(_chart_tops, gen_history, gen_charts, queue=False, api_visibility="private")
 
         with gr.Tab("Benchmarks"):
             gr.Markdown("Measured by `python -m optimize report` on the machine named in each table: "

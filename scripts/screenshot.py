@@ -1,7 +1,7 @@
 """docs/screenshot.png, made from the real app so that it stays true when the UI changes: start
 `python app.py` (no background builds: run it after the builds), wait until /variants says every
 QA variant is ready, click "Answer with every variant" in headless Chromium, wait until every
-column shows its timing and the bars are drawn, save the page.
+column shows its timing and the bars are drawn below the charts' top, save the page.
 
     python scripts/screenshot.py                      # starts the app on a free port
     python scripts/screenshot.py --url http://127.0.0.1:7860/   # an app already running
@@ -16,6 +16,16 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# Pixels between the top of a chart's plot area and its highest mark: 0 when the axis ends at the
+# tallest bar, which then cuts that run's marker in half.
+HEADROOM = """(selector) => {
+  const svg = document.querySelector(`${selector} svg`);
+  const frame = svg && svg.querySelector("path.background");
+  const tops = svg ? [...svg.querySelectorAll("g.role-mark path")].filter((m) => m.getBBox().height > 0.5)
+    .map((m) => m.getBoundingClientRect().top) : [];
+  return frame && tops.length ? Math.min(...tops) - frame.getBoundingClientRect().top : null;
+}"""
+
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 
@@ -49,6 +59,8 @@ def shoot(url: str, ready: list[str], output: Path, chromium: str) -> None:
         # every ready column's stats and both charts arrive in one response; then one frame for vega to draw
         page.wait_for_function("n => document.body.innerText.split('vs baseline').length - 1 >= n",
                                arg=len(ready), timeout=120_000)
+        for chart in ("#qa-bars", "#qa-runs"):  # the charts' y range follows the data in a second step
+            page.wait_for_function(f"(selector) => ({HEADROOM})(selector) > 2", arg=chart, timeout=30_000)
         page.wait_for_function("() => new Promise((done) => requestAnimationFrame(() => done(true)))")
         output.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(output), full_page=True)

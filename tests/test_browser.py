@@ -4,6 +4,7 @@ import shutil
 import pytest
 
 from app import VARIANT_COLORS
+from scripts.screenshot import HEADROOM
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -58,6 +59,8 @@ def test_qa_tab_fills_every_ready_column_and_the_charts(page, tmp_path):
     assert stats.count() == 2  # baseline and optimized are ready in the tiny presets
     assert page.get_by_text("not built yet").count() == 0
     assert page.get_by_text("Unknown variant 'pruned'").count() == 1  # not in the tiny preset: said in its column
+    for chart in ("#qa-bars", "#qa-runs"):  # the slowest run's bar and marker drawn whole, below the top
+        page.wait_for_function(f"(selector) => ({HEADROOM})(selector) > 2", arg=chart, timeout=30_000)
     bars = marks(page, "#qa-bars")  # the latest run: one visible bar per variant that answered
     assert bars == {"baseline": 1, "optimized": 1, "pruned": 0, "pruned-optimized": 0}, bars
     points = marks(page, "#qa-runs")  # the visitor's history: one marker each after the first run
