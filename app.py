@@ -11,7 +11,7 @@ import os
 import gradio as gr
 import pandas as pd
 
-from models.catalog import VARIANTS
+from models.catalog import VARIANT_COLORS, VARIANTS
 from models.errors import InputError, VariantUnavailable
 from models.logs import configure_logging
 from models.reports import MeasureHere, bench_markdown, load_report_table, pruning_markdown, report_chart
@@ -33,7 +33,6 @@ GENERATION_EXAMPLES = [
     ["Give three tips for writing clear documentation."],
 ]
 CHART_COLUMNS = ["run", "variant", "latency_ms"]
-VARIANT_COLORS = {"baseline": "#e45756", "optimized": "#4c78a8", "pruned": "#f58518", "pruned-optimized": "#54a24b"}
 HISTORY_RUNS = 50  # the session chart keeps a visitor's last 50 runs
 WAIT_SHOWN_MS = 1.0  # taking a free turn costs microseconds; more means another request computed
 
@@ -165,16 +164,17 @@ def _variant_columns(task: str, label: str, lines: int, task_title: str):
     """One column per variant (output + stats), then this run's latency as bars and the
     session's runs as markers, each variant in the same color in both."""
     outputs, stats = [], []
-    with gr.Row(equal_height=True):
+    with gr.Row():  # equal_height spreads each column's blocks over the tallest one's height
         for variant in VARIANTS:
             with gr.Column(min_width=160):
                 gr.Markdown(f"### {variant}")
                 outputs.append(gr.Textbox(label=label, lines=lines, interactive=False))
                 stats.append(gr.Markdown())
     history = gr.State(_empty_history())
-    # y from 0: a latency axis cut above zero makes a 1.2x difference look like 5x
+    # y from 0: a latency axis cut above zero makes a 1.2x difference look like 5x; before the first run
+    # an empty 0-100 ms axis (open-ended, the empty bars' axis read "0.000000"); runs set the top (_chart_tops)
     common = dict(y="latency_ms", color="variant", color_map=VARIANT_COLORS, y_title="ms (lower is better)", height=260,
-                  y_lim=[0, None])
+                  y_lim=[0, 100])
     with gr.Row():
         bars = gr.BarPlot(_latest_run(_empty_history()), x="variant", x_title="variant", elem_id=f"{task}-bars",
                           title=f"This run: {task_title} latency per variant", **common)
@@ -290,7 +290,9 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
                     max_new_tokens = gr.Slider(1, 256, value=64, step=1, label="Max new tokens")
                     gen_selected = gr.CheckboxGroup(list(VARIANTS), value=list(VARIANTS), label="Variants")
                     gen_button = gr.Button("Generate with every variant", variant="primary")
-            gr.Examples(GENERATION_EXAMPLES, inputs=[prompt])
+            # labels, not rendered samples: gradio 6.17 draws no samples for a one-input Examples in a
+            # tab that is not open at load (the tab showed an empty "Examples" box)
+            gr.Examples(GENERATION_EXAMPLES, inputs=[prompt], example_labels=[row[0] for row in GENERATION_EXAMPLES])
             gen_texts, gen_stats, gen_history, gen_charts = _variant_columns("generation", "Text", 6, "generation")
             gen_button.click(compare_generation, [prompt, max_new_tokens, gen_selected, gen_history],
                              [*gen_texts, *gen_stats, gen_history, *gen_charts], api_visibility="private"

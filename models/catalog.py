@@ -16,6 +16,8 @@ from models.errors import InputError
 Task = Literal["qa", "generation"]
 Runtime = Literal["torch", "onnxruntime"]
 VARIANTS = ("baseline", "optimized", "pruned", "pruned-optimized")
+# one colour per variant wherever it is drawn: the app's live charts and the reports' plots
+VARIANT_COLORS = {"baseline": "#e45756", "optimized": "#4c78a8", "pruned": "#f58518", "pruned-optimized": "#54a24b"}
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 

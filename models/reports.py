@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from models.catalog import REPO_ROOT
+from models.catalog import REPO_ROOT, VARIANT_COLORS
 
 REPORTS_DIR = REPO_ROOT / "reports"
 
@@ -124,7 +124,8 @@ class Report:
             accuracy = row.accuracy.get("overall_f1", row.accuracy.get("instruction_pct"))
             if accuracy is None:
                 continue
-            axis.scatter(row.latency_p50_ms, accuracy, s=60, label=f"{row.variant} ({row.speedup_p50:.1f}x)")
+            axis.scatter(row.latency_p50_ms, accuracy, s=60, color=VARIANT_COLORS.get(row.variant),
+                         label=f"{row.variant} ({row.speedup_p50:.1f}x)")
         axis.set_xlabel("latency p50 (ms)" + (", 64 new tokens" if self.task == "generation" else ""))
         axis.set_ylabel("held-out SQuAD 2.0 F1" if self.task == "qa" else "instruction-set score (%)")
         axis.set_ylim(0, 100)  # full scales: 1-3 points between variants should look as small as they are

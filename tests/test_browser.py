@@ -3,7 +3,7 @@ import shutil
 
 import pytest
 
-from app import VARIANT_COLORS
+from models.catalog import VARIANT_COLORS
 from scripts.screenshot import HEADROOM
 
 
@@ -86,3 +86,13 @@ def test_generation_tab_streams_text_in_each_column(page):
     page.get_by_text("tokens/s").first.wait_for(timeout=60_000)
     page.get_by_text("tokens/s").nth(1).wait_for(timeout=60_000)
     assert page.get_by_text("tokens/s").count() == 2
+
+
+def test_generation_examples_are_shown_and_fill_the_prompt(page):
+    from app import GENERATION_EXAMPLES
+
+    page.get_by_role("tab", name="Text generation").click()
+    example = GENERATION_EXAMPLES[1][0]
+    page.get_by_text(example, exact=True).click()  # gradio 6.17 drew no samples in this tab without labels
+    page.wait_for_function("(text) => [...document.querySelectorAll('textarea')].some((t) => t.value === text)",
+                           arg=example, timeout=10_000)

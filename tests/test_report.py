@@ -1,8 +1,10 @@
 """The one report type: measured side by side, saved as JSON/CSV/Markdown/PNG, read back by the app."""
 import re
 
-from models.catalog import REPO_ROOT
-from models.reports import Report, load_report_table, report_chart
+from PIL import Image, ImageColor
+
+from models.catalog import REPO_ROOT, VARIANT_COLORS
+from models.reports import Report, Row, load_report_table, report_chart
 from models.showdown import Showdown
 from optimize.report import ReportConfig, measure_task, qa_context
 
@@ -26,6 +28,18 @@ def test_report_measures_ready_variants_side_by_side_and_round_trips(built_prese
         assert report_chart(task, tmp_path).endswith(f"{task}.png")
     assert (tmp_path / "generation.md").read_text().count("tokens/s") == 1
     assert re.search(r"\d+-token chat prompt", report.workload), report.workload  # TTFT depends on the prompt's length
+
+
+def test_report_plot_draws_each_variant_in_the_apps_colour(tmp_path):
+    """Accuracy vs latency, each variant in the colour of the app's live charts (the plots had used
+    matplotlib's cycle: baseline blue in the report, red in the app)."""
+    rows = [Row(variant=variant, runtime="torch", parameters=1, size_mb=1.0, accuracy={"overall_f1": 40.0 + index},
+                latency_p50_ms=10.0 * (4 - index), latency_p95_ms=11.0 * (4 - index), speedup_p50=4 / (4 - index))
+            for index, variant in enumerate(VARIANT_COLORS)]
+    Report(task="qa", preset="tiny", workload="QA", machine={}, rows=rows).plot(tmp_path / "qa.png")
+    drawn = set(Image.open(tmp_path / "qa.png").convert("RGB").getdata())
+    for variant, colour in VARIANT_COLORS.items():
+        assert ImageColor.getrgb(colour) in drawn, variant
 
 
 def test_qa_context_fills_the_requested_number_of_tokens(built_presets):
