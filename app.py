@@ -382,7 +382,7 @@ validation article. The margin is the best span's score minus the null score (lo
 **Accuracy is measured, not assumed.** QA, two ways, on SQuAD 2.0 articles never used in
 training: SQuAD 2.0 EM/F1 (overall, answerable, unanswerable) with each variant's own tuned
 null threshold, and SQuAD 1.1-style forced-span EM/F1 on the answerable questions; plus F1 on
-40 hand-written questions about everyday texts (`optimize/everyday_qa.json`). Generation:
+42 hand-written questions about everyday texts, 4 of them unanswerable (`optimize/everyday_qa.json`). Generation:
 perplexity on held-out Wikipedia text, the score on a public 60-prompt instruction set
 (`optimize/instruction_set.json`: facts, arithmetic, formats, longer answers, each checked by
 keywords or an exact pattern), and greedy next-token agreement with the source. An ONNX export
