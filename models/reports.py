@@ -169,13 +169,11 @@ def report_chart(task: str, directory: Path = REPORTS_DIR) -> str | None:
 
 def bench_markdown(directory: Path = REPORTS_DIR) -> str:
     """`python -m optimize bench`'s table (the project vs transformers pipeline and optimum INT8),
-    under the machine and date it was measured on."""
+    as written: its own heading names the date, the machine and the versions."""
     path = directory / "bench.md"
     if not path.exists():
         return "No benchmark yet: run `python -m optimize bench`."
-    recorded = json.loads((directory / "bench.json").read_text()) if (directory / "bench.json").exists() else {}
-    label = f"**{machine_label(recorded.get('machine', {}), recorded.get('created', ''))}**\n\n"
-    return label + path.read_text()
+    return path.read_text()
 
 
 def pruning_markdown(directory: Path = REPORTS_DIR) -> str:
