@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import warnings
 
 import gradio as gr
 import pandas as pd
@@ -422,6 +423,8 @@ def serve(showdown: Showdown, measurer: MeasureHere | None = None, **launch_kwar
 
 def main() -> None:
     configure_logging()
+    # gradio 6.17 reads starlette's renamed 422 constant on every queue join; the warning is its, not ours
+    warnings.filterwarnings("ignore", message=".*HTTP_422_UNPROCESSABLE_ENTITY.*")
     showdown = Showdown.from_environment()
     showdown.serve_models_first(SERVING_NICE, GIL_SWITCH_INTERVAL_S)
     if os.environ.get("SHOWDOWN_BUILD", "1") != "0":
