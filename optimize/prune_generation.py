@@ -317,9 +317,9 @@ def greedy_answers(model, tokenizer, prompts: list[str], new_tokens: int, batch_
     token. Left-padded batches: on two cores a 135M decoder reads its weights once per step for the
     whole batch (tests check the tokens against one prompt at a time)."""
     out = []
+    on_gpu_bf16 = bf16_on_cuda and model.device.type == "cuda"
     for start in range(0, len(prompts), batch_size):
         batch, ids, mask = left_padded_prompts(tokenizer, prompts[start: start + batch_size], pad_id)
-        on_gpu_bf16 = bf16_on_cuda and model.device.type == "cuda"
         with torch.inference_mode(), torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=on_gpu_bf16):
             generated = model.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
                                        max_new_tokens=new_tokens, do_sample=False, use_cache=True, pad_token_id=pad_id).cpu()

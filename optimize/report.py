@@ -85,15 +85,15 @@ def measure_task(showdown: Showdown, task: str, config: ReportConfig) -> Report:
             runners[variant] = showdown.runner(task, variant)
         except VariantUnavailable as error:
             log.info("%s/%s skipped: %s", task, variant, error)
+    tokenizer = next(iter(runners.values())).tokenizer  # every variant of a preset shares its baseline's
     if task == "qa":
-        tokenizer = next(iter(runners.values())).tokenizer
         context = qa_context(tokenizer, config.qa_tokens)
         call = lambda runner: qa.answer(runner, QA_QUESTION, context)  # noqa: E731
         rounds, workload = config.qa_rounds, f"QA, {config.qa_tokens} tokens (1 window), batch 1"
     else:
         call = lambda runner: generation.generate(runner, GENERATION_PROMPT, config.new_tokens)  # noqa: E731
         # the prompt's length says what TTFT means here: the bench's ~128-token prompt prefills longer
-        prompt_tokens = generation.preprocess(next(iter(runners.values())).tokenizer, GENERATION_PROMPT).shape[1]
+        prompt_tokens = generation.preprocess(tokenizer, GENERATION_PROMPT).shape[1]
         rounds = config.generation_rounds
         workload = f"generation, {prompt_tokens}-token chat prompt, greedy up to {config.new_tokens} new tokens"
     runs = timed_rounds({v: functools.partial(call, runner) for v, runner in runners.items()}, rounds, config.warmup,

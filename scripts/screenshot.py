@@ -56,11 +56,12 @@ def shoot(url: str, ready: list[str], output: Path, chromium: str) -> None:
         page = browser.new_page(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
         page.goto(url)
         page.get_by_role("button", name="Answer with every variant").click()
-        # every ready column's stats and both charts arrive in one response; then one frame for vega to draw
+        # every ready column's stats and both charts' data arrive in one response
         page.wait_for_function("n => document.body.innerText.split('vs baseline').length - 1 >= n",
                                arg=len(ready), timeout=120_000)
         for chart in ("#qa-bars", "#qa-runs"):  # the charts' y range follows the data in a second step
             page.wait_for_function(f"(selector) => ({HEADROOM})(selector) > 2", arg=chart, timeout=30_000)
+        # then one frame for vega to finish drawing
         page.wait_for_function("() => new Promise((done) => requestAnimationFrame(() => done(true)))")
         output.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(output), full_page=True)
