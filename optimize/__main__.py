@@ -25,6 +25,15 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--negatives-share", type=float, default=0.3,
                        help="share of answerable questions also paired with another paragraph of their article (unanswerable)")
     train.add_argument("--no-extra-data", action="store_true", help="train on the dev file's training articles only")
+    train.add_argument("--full-data", action="store_true",
+                       help="add the whole SQuAD 1.1 training set and tune the threshold on four validation articles "
+                            "(squad.WIDE_VALIDATION); the test articles stay the same")
+    train.add_argument("--batch-size", type=int, default=16)
+    train.add_argument("--threads", type=int, default=2)
+    train.add_argument("--no-bf16", action="store_true", help="no bf16 autocast even where the CPU has bf16 instructions")
+    train.add_argument("--stop-after", type=int, metavar="STEPS",
+                       help="checkpoint and stop after this many steps of this run; the same command continues "
+                            "(checkpoint and log under artifacts/train-jobs/<output name>/)")
 
     prune = stages.add_parser("prune", help="structured pruning + distillation recovery")
     prune.add_argument("--task", choices=("qa", "generation"), default="qa")
@@ -101,12 +110,19 @@ def main(argv: list[str] | None = None) -> int:
         config = TrainConfig(output=args.output, epochs=args.epochs, learning_rate=args.learning_rate, seed=args.seed,
                              answerable_first_epochs=args.answerable_first_epochs, null_fraction=args.null_fraction,
                              init_from=args.init_from, answerability_weight=args.answerability_weight,
-                             negatives_share=args.negatives_share)
+                             negatives_share=args.negatives_share, batch_size=args.batch_size, threads=args.threads)
+        if args.no_bf16:
+            config.bf16 = False
         if args.no_extra_data:
             config.extra_data = ()
+        if args.full_data:
+            from optimize import squad
+            config.extra_data, config.split = (squad.TRAIN_HEAD_PATH, squad.SQUAD11_TRAIN_PATH), squad.WIDE_VALIDATION
         if args.data:
             config.data = args.data
-        train(config)
+        result = train(config, stop_after=args.stop_after)
+        if result.get("stopped"):
+            print(f"training stopped; checkpoint {result['checkpoint']}. Run the same command to continue.")
     elif args.stage == "prune" and args.task == "generation":
         from optimize import prune_generation
         result = prune_generation.run(

