@@ -15,7 +15,8 @@ import pandas as pd
 from models.catalog import VARIANT_COLORS, VARIANTS
 from models.errors import InputError, VariantUnavailable
 from models.logs import configure_logging
-from models.reports import MeasureHere, bench_markdown, load_report_table, pruning_markdown, report_chart
+from models.reports import (MeasureHere, bench_markdown, load_length_table, load_report_table, pruning_markdown,
+                            report_chart)
 from models.showdown import Showdown
 
 log = logging.getLogger("app")
@@ -306,6 +307,11 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
                 table, caption = load_report_table(task)
                 gr.Markdown(caption)
                 gr.Dataframe(table, interactive=False, wrap=True)
+                lengths = load_length_table(task)
+                if not lengths.empty:
+                    gr.Markdown("Latency by context length (p50; speedup over the baseline at the same length): "
+                                "a paragraph longer than one window runs as two or three.")
+                    gr.Dataframe(lengths, interactive=False, wrap=True)
                 chart = report_chart(task)
                 if chart:
                     gr.Image(chart, show_label=False, height=320)
@@ -379,6 +385,11 @@ wins, the span is still shown with a note "the model rates this unanswerable (ma
 "Allow 'no answer' (SQuAD 2.0)" (API: `handle_impossible_answer=True`) and a variant answers
 "no answer" whenever its best span does not beat the null score by the threshold it tuned on a
 validation article. The margin is the best span's score minus the null score (logit units).
+
+**Long contexts.** A context longer than one 384-token window is read as overlapping windows (128
+tokens shared), each run at its own length, and the best span over all of them wins. Model time
+grows with the windows; the Benchmarks tab gives every variant's latency and speedup at one, two
+and three windows, measured side by side.
 
 **Accuracy is measured, not assumed.** QA, two ways, on SQuAD 2.0 articles never used in
 training: SQuAD 2.0 EM/F1 (overall, answerable, unanswerable) with each variant's own tuned

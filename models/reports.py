@@ -30,6 +30,8 @@ class Row:
     speedup_p50: float
     tokens_per_s: float | None = None
     ttft_ms: float | None = None
+    # QA at longer contexts: [{"tokens", "windows", "p50_ms", "speedup"}], beside the one-window headline
+    latency_by_length: list[dict] = field(default_factory=list)
 
 
 def accuracy_text(accuracy: dict) -> str:
@@ -86,15 +88,33 @@ class Report:
             out.append(line)
         return out
 
+    def length_table(self) -> list[dict]:
+        """p50 and speedup per context length, the headline window first: where a visitor's
+        paragraph spans two or three windows, this is the speedup they see."""
+        out = []
+        for row in self.rows:
+            if not row.latency_by_length:
+                continue
+            line = {"variant": row.variant, f"~{self.headline_tokens()} tokens (1 window)":
+                    f"{row.latency_p50_ms:.1f} ms ({row.speedup_p50:.2f}x)"}
+            for entry in row.latency_by_length:
+                windows = f"{entry['windows']} window{'s' if entry['windows'] > 1 else ''}"
+                line[f"~{entry['tokens']:,} tokens ({windows})"] = f"{entry['p50_ms']:.1f} ms ({entry['speedup']:.2f}x)"
+            out.append(line)
+        return out
+
+    def headline_tokens(self) -> str:
+        return self.workload.split(" tokens", 1)[0].rsplit(" ", 1)[-1]
+
     def markdown(self) -> str:
         table = self.table()
         if not table:
             return f"No variants measured for {self.task}."
-        header = list(table[0])
         lines = [f"**{self.task}** — {self.preset}; {self.workload}; {self.machine.get('cpu', '?')}, "
-                 f"{self.machine.get('threads', '?')} threads; {self.created}", "",
-                 "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        lines += ["| " + " | ".join(str(r[h]) for h in header) + " |" for r in table]
+                 f"{self.machine.get('threads', '?')} threads; {self.created}", "", *markdown_table(table)]
+        if lengths := self.length_table():
+            lines += ["", "Latency by context length (p50, speedup over the baseline at the same length):", "",
+                      *markdown_table(lengths)]
         return "\n".join(lines) + "\n"
 
     def save(self, directory: Path = REPORTS_DIR) -> Path:
@@ -144,6 +164,12 @@ class Report:
         return cls(**data)
 
 
+def markdown_table(rows: list[dict]) -> list[str]:
+    header = list(rows[0])
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(str(r[h]) for h in header) + " |" for r in rows)]
+
+
 def machine_label(machine: dict, created: str) -> str:
     """Where and when a table was measured: numbers from another machine say little about this one."""
     return (f"{machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, {machine.get('threads', '?')} threads; "
@@ -160,6 +186,14 @@ def load_report_table(task: str, directory: Path = REPORTS_DIR):
     caption = (f"### {'Question answering' if task == 'qa' else 'Text generation'} — {report.preset}\n"
                f"{report.workload}; {machine_label(report.machine, report.created)}")
     return pd.DataFrame(report.table()), caption
+
+
+def load_length_table(task: str, directory: Path = REPORTS_DIR):
+    """The report's latency by context length (QA), empty when it has none."""
+    import pandas as pd
+
+    path = directory / f"{task}.json"
+    return pd.DataFrame(Report.load(path).length_table() if path.exists() else [])
 
 
 def report_chart(task: str, directory: Path = REPORTS_DIR) -> str | None:

@@ -254,11 +254,17 @@ def graph_optimize(onnx_dir: Path, output: Path, level: int, cuda: bool) -> Path
     return output / ONNX_FILE
 
 
-def graph_latency_ms(graphs: dict[str, Path], tokens: int = 384, rounds: int = 30) -> dict[str, float]:
-    """Median latency of one `tokens`-long window per encoder graph, rounds interleaved, with the
-    serving session options. Why measure per build: which one wins depends on the model and the
-    thread settings (no spinning: the fused Attention won on the 12-head MiniLM, 34.1 vs 36.4 ms,
-    and lost on the 4-head pruned one, 13.2 vs 11.8 ms; with 100 µs spinning they tied at 9.8 ms)."""
+GRAPH_TIMING_SHAPES = ((1, 384), (2, 384), (1, 128))  # (windows, tokens): one full window, a long context, a short one
+
+
+def graph_latency_ms(graphs: dict[str, Path], shapes: tuple[tuple[int, int], ...] = GRAPH_TIMING_SHAPES,
+                     rounds: int = 20) -> dict[str, float]:
+    """Summed median latency over `shapes` per encoder graph, rounds interleaved, with the serving
+    session options. Why measure per build: which one wins depends on the model and the thread
+    settings (no spinning: the fused Attention won on the 12-head MiniLM, 34.1 vs 36.4 ms, and lost
+    on the 4-head pruned one, 13.2 vs 11.8 ms; with 100 µs spinning they tied at 9.8 ms). Why several
+    shapes: visitors paste contexts of every length, and a choice made on one 384-token window said
+    nothing about two windows or a short question (issue 31)."""
     import numpy as np
     import onnxruntime
 
@@ -267,12 +273,15 @@ def graph_latency_ms(graphs: dict[str, Path], tokens: int = 384, rounds: int = 3
 
     sessions = {name: onnxruntime.InferenceSession(str(path), session_options(), providers=["CPUExecutionProvider"])
                 for name, path in graphs.items()}
-    ids = np.random.default_rng(0).integers(1000, 2000, (1, tokens), dtype=np.int64)
-    values = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
-    feeds = {name: {i.name: values[i.name] for i in session.get_inputs()} for name, session in sessions.items()}
-    calls = {name: functools.partial(session.run, None, feeds[name]) for name, session in sessions.items()}
-    return {name: percentile([1e3 * seconds for seconds, _ in runs], 50)
-            for name, runs in timed_rounds(calls, rounds, warmup=3).items()}
+    totals = dict.fromkeys(graphs, 0.0)
+    for shape in shapes:
+        ids = np.random.default_rng(0).integers(1000, 2000, shape, dtype=np.int64)
+        values = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+        calls = {name: functools.partial(session.run, None, {i.name: values[i.name] for i in session.get_inputs()})
+                 for name, session in sessions.items()}
+        for name, runs in timed_rounds(calls, rounds, warmup=3).items():
+            totals[name] += percentile([1e3 * seconds for seconds, _ in runs], 50)
+    return totals
 
 
 def quantize_dynamic(onnx_dir: Path, output: Path, recipe: OnnxRecipe) -> Path:
@@ -432,7 +441,8 @@ def _optimum_steps(source: Path, work: Path, preset: Preset, variant, recipe: On
                 timings = graph_latency_ms({"fused": current, "load-time fusions only": exported})
             kept = min(timings, key=timings.get)
             current = current if kept == "fused" else exported
-            steps.append(f"kept the faster graph at 384 tokens ({kept}): "
+            shapes = ", ".join(f"{w}x{t}" for w, t in GRAPH_TIMING_SHAPES)
+            steps.append(f"kept the faster graph over windows x tokens {shapes} ({kept}), summed: "
                          + ", ".join(f"{k} {v:.1f} ms" for k, v in timings.items()))
     if recipe.quantize and not cuda and recipe.weight_only_bits:
         with stage(progress, f"{name}: weight-only INT{recipe.weight_only_bits} quantization"):

@@ -2,7 +2,9 @@
 
 Protocol: load each variant once, warm it up, then time rounds in which every variant runs
 once, the order rotating each round so none is favoured; report p50/p95 and speedup vs baseline.
-QA: one question over a context of ~384 tokens, batch 1. Generation: a fixed one-sentence
+QA: one question over contexts of ~384 tokens (one window: the headline column), ~550 (two windows)
+and ~1,000 (three windows), batch 1: visitors paste paragraphs longer than one window, and a
+speedup measured on one window alone hid what they saw (issue 31). Generation: a fixed one-sentence
 prompt (its token count in the workload line), greedy 64 new tokens; tokens/s and time to first token.
 """
 from __future__ import annotations
@@ -32,7 +34,9 @@ GENERATION_PROMPT = "Write a short story about a robot who learns to bake bread.
 @dataclass(frozen=True)
 class ReportConfig:
     qa_tokens: int = 384
+    qa_longer_tokens: tuple[int, ...] = (550, 1000)  # two and three windows, timed beside the headline
     qa_rounds: int = 30
+    qa_longer_rounds: int = 10
     generation_rounds: int = 5
     new_tokens: int = 64
     warmup: int = 3
@@ -90,6 +94,8 @@ def measure_task(showdown: Showdown, task: str, config: ReportConfig) -> Report:
         context = qa_context(tokenizer, config.qa_tokens)
         call = lambda runner: qa.answer(runner, QA_QUESTION, context)  # noqa: E731
         rounds, workload = config.qa_rounds, f"QA, {config.qa_tokens} tokens (1 window), batch 1"
+        if config.qa_longer_tokens:
+            workload += "; longer contexts in the table below"
     else:
         call = lambda runner: generation.generate(runner, GENERATION_PROMPT, config.new_tokens)  # noqa: E731
         # the prompt's length says what TTFT means here: the bench's ~128-token prompt prefills longer
@@ -99,6 +105,8 @@ def measure_task(showdown: Showdown, task: str, config: ReportConfig) -> Report:
     runs = timed_rounds({v: functools.partial(call, runner) for v, runner in runners.items()}, rounds, config.warmup,
                         on_round=lambda index: log.info("%s round %d/%d", task, index + 1, rounds))
     timings: dict[str, list[dict]] = {v: [value for _, value in calls] for v, calls in runs.items()}
+
+    by_length = qa_latency_by_length(runners, tokenizer, config) if task == "qa" else {}
 
     def p50(variant: str) -> float:
         return percentile([t["latency_ms"]["total"] for t in timings[variant]], 50)
@@ -114,11 +122,31 @@ def measure_task(showdown: Showdown, task: str, config: ReportConfig) -> Report:
                   size_mb=status["size_bytes"] / 1e6, accuracy=status["accuracy"],
                   latency_p50_ms=percentile(totals, 50), latency_p95_ms=percentile(totals, 95),
                   speedup_p50=(baseline / p50(variant)) if baseline else float("nan"))
+        if variant in by_length:
+            row.latency_by_length = by_length[variant]
         if task == "generation":
             row.tokens_per_s = percentile([t["tokens_per_s"] for t in runs], 50)
             row.ttft_ms = percentile([t["ttft_ms"] for t in runs], 50)
         report.rows.append(row)
     return report
+
+
+def qa_latency_by_length(runners: dict, tokenizer, config: ReportConfig) -> dict[str, list[dict]]:
+    """Per variant, model-call p50 and speedup over the baseline at each longer context, all variants
+    interleaved per length (the headline one-window column is timed with the rest of the report)."""
+    out: dict[str, list[dict]] = {variant: [] for variant in runners}
+    for tokens in config.qa_longer_tokens:
+        context = qa_context(tokenizer, tokens)
+        windows = len(qa.preprocess(tokenizer, QA_QUESTION, context, next(iter(runners.values())).qa_config).offsets)
+        runs = timed_rounds({v: functools.partial(qa.answer, r, QA_QUESTION, context) for v, r in runners.items()},
+                            config.qa_longer_rounds, config.warmup,
+                            on_round=lambda index: log.info("qa ~%d tokens round %d/%d", tokens, index + 1,
+                                                            config.qa_longer_rounds))
+        p50 = {v: percentile([value["latency_ms"]["total"] for _, value in calls], 50) for v, calls in runs.items()}
+        for variant, ms in p50.items():
+            out[variant].append({"tokens": tokens, "windows": windows, "p50_ms": ms,
+                                 "speedup": p50["baseline"] / ms if "baseline" in p50 else float("nan")})
+    return out
 
 
 def run(config: ReportConfig = ReportConfig(), tasks: tuple[str, ...] = ("qa", "generation")) -> list[Report]:

@@ -8,7 +8,7 @@ from other processes falls on all of them alike:
 - `showdown`: `Showdown.answer` / `Showdown.generate` (the model thread and the one-model-at-a-time turn);
 - `app /qa` or `app /generate`: the running app's own `latency_ms.total`, over its HTTP API.
 
-QA: the bench's ~384-token context; generation (`--task generation`): the bench's ~128-token
+QA: the bench's ~384-token context, or any (`--tokens 420 --tokens 550`: two windows); generation (`--task generation`): the bench's ~128-token
 prompt and 64 new tokens, greedy.
 
 Every call follows the same idle gap: a visitor's request arrives after idle time, and a loop of
@@ -45,7 +45,8 @@ def _on_fresh_thread(call: Callable[[], float]) -> float:
     return out[0]
 
 
-def measure(showdown: Showdown, task: str, variant: str, tokens: int, rounds: int, gap_s: float) -> dict[str, list[float]]:
+def measure(showdown: Showdown, task: str, variant: str, tokens: int, rounds: int, gap_s: float,
+            part: str = "total") -> dict[str, list[float]]:
     """Milliseconds per call, per way of calling; the app is served from this process."""
     import httpx
 
@@ -56,14 +57,14 @@ def measure(showdown: Showdown, task: str, variant: str, tokens: int, rounds: in
     runner = showdown.runner(task, variant)
     if task == "qa":
         context = qa_context(runner.tokenizer, tokens)
-        direct = lambda: qa.answer(runner, QA_QUESTION, context)["latency_ms"]["total"]  # noqa: E731
-        served = lambda: showdown.answer(context, QA_QUESTION, variant)["latency_ms"]["total"]  # noqa: E731
+        direct = lambda: qa.answer(runner, QA_QUESTION, context)["latency_ms"][part]  # noqa: E731
+        served = lambda: showdown.answer(context, QA_QUESTION, variant)["latency_ms"][part]  # noqa: E731
         api = ("qa", [context, QA_QUESTION, variant, False])
     else:
         config = BenchConfig()
         prompt = generation_prompt(runner.tokenizer, config.generation_prompt_tokens)
-        direct = lambda: generation.generate(runner, prompt, config.new_tokens)["latency_ms"]["total"]  # noqa: E731
-        served = lambda: showdown.generate(prompt, variant, config.new_tokens)["latency_ms"]["total"]  # noqa: E731
+        direct = lambda: generation.generate(runner, prompt, config.new_tokens)["latency_ms"][part]  # noqa: E731
+        served = lambda: showdown.generate(prompt, variant, config.new_tokens)["latency_ms"][part]  # noqa: E731
         api = ("generate", [prompt, variant, config.new_tokens])
     port = free_port()
     demo = serve(showdown, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
@@ -73,7 +74,7 @@ def measure(showdown: Showdown, task: str, variant: str, tokens: int, rounds: in
                 "in-process": direct,
                 "fresh thread": lambda: _on_fresh_thread(direct),
                 "showdown": served,
-                f"app /{api[0]}": lambda: http_api_call(http, *api)["latency_ms"]["total"],
+                f"app /{api[0]}": lambda: http_api_call(http, *api)["latency_ms"][part],
             }
             for call in ways.values():  # warm-up
                 call()
@@ -105,17 +106,20 @@ def main() -> None:
     parser.add_argument("--task", choices=("qa", "generation"), default="qa")
     parser.add_argument("--preset", help="default: the task's offline default")
     parser.add_argument("--variant", action="append", help="repeatable; default: pruned (committed weights)")
-    parser.add_argument("--tokens", type=int, default=384, help="QA context tokens")
+    parser.add_argument("--tokens", type=int, action="append", help="QA context tokens, repeatable (default 384)")
+    parser.add_argument("--part", choices=("total", "model"), default="total",
+                        help="which reported time: the whole call, or the model's forward(s) alone")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--gap-ms", type=float, default=50.0, help="idle time before every call")
     args = parser.parse_args()
     name = args.preset or default_preset(args.task).name
     showdown = Showdown(presets={args.task: preset(name)})
-    workload = f"~{args.tokens} tokens" if args.task == "qa" else "~128-token prompt, 64 new tokens"
     for variant in args.variant or ["pruned"]:
-        times = measure(showdown, args.task, variant, args.tokens, args.rounds, args.gap_ms / 1e3)
-        print(table(times, f"{name}/{variant}, {workload}, {args.rounds} rounds, "
-                           f"{args.gap_ms:.0f} ms idle before each call"), "\n", flush=True)
+        for tokens in (args.tokens or [384]) if args.task == "qa" else [0]:
+            workload = f"~{tokens} tokens" if args.task == "qa" else "~128-token prompt, 64 new tokens"
+            times = measure(showdown, args.task, variant, tokens, args.rounds, args.gap_ms / 1e3, args.part)
+            print(table(times, f"{name}/{variant}, {workload}, {args.part} time, {args.rounds} rounds, "
+                               f"{args.gap_ms:.0f} ms idle before each call"), "\n", flush=True)
 
 
 if __name__ == "__main__":

@@ -4,14 +4,15 @@ import re
 from PIL import Image, ImageColor
 
 from models.catalog import REPO_ROOT, VARIANT_COLORS
-from models.reports import Report, Row, load_report_table, report_chart
+from models.reports import Report, Row, load_length_table, load_report_table, report_chart
 from models.showdown import Showdown
 from optimize.report import ReportConfig, measure_task, qa_context
 
 
 def test_report_measures_ready_variants_side_by_side_and_round_trips(built_presets, tmp_path):
     showdown = Showdown(presets=dict(built_presets))
-    config = ReportConfig(qa_tokens=128, qa_rounds=3, generation_rounds=1, new_tokens=4, warmup=1)
+    config = ReportConfig(qa_tokens=128, qa_longer_tokens=(550,), qa_rounds=3, qa_longer_rounds=2,
+                          generation_rounds=1, new_tokens=4, warmup=1)
     for task in ("qa", "generation"):
         report = measure_task(showdown, task, config)
         assert [row.variant for row in report.rows] == ["baseline", "optimized"]
@@ -27,7 +28,25 @@ def test_report_measures_ready_variants_side_by_side_and_round_trips(built_prese
         assert list(table["variant"]) == ["baseline", "optimized"] and report.preset in caption
         assert report_chart(task, tmp_path).endswith(f"{task}.png")
     assert (tmp_path / "generation.md").read_text().count("tokens/s") == 1
+    assert not load_length_table("generation", tmp_path).size
     assert re.search(r"\d+-token chat prompt", report.workload), report.workload  # TTFT depends on the prompt's length
+
+
+def test_qa_report_gives_latency_by_context_length_beside_the_one_window_headline(built_presets, tmp_path):
+    """Issue 31: a speedup measured on one window said nothing about the two-window paragraphs
+    visitors paste; the report (and the Benchmarks tab, which reads it) gives both."""
+    showdown = Showdown(presets={"qa": built_presets["qa"]})
+    config = ReportConfig(qa_tokens=128, qa_longer_tokens=(550,), qa_rounds=2, qa_longer_rounds=2, warmup=1)
+    report = measure_task(showdown, "qa", config)
+    for row in report.rows:
+        (entry,) = row.latency_by_length
+        assert entry["tokens"] == 550 and entry["windows"] == 2 and entry["p50_ms"] > 0, entry
+    assert report.rows[0].latency_by_length[0]["speedup"] == 1.0
+    report.save(tmp_path)
+    lengths = load_length_table("qa", tmp_path)
+    assert list(lengths["variant"]) == ["baseline", "optimized"]
+    assert list(lengths.columns)[1:] == ["~128 tokens (1 window)", "~550 tokens (2 windows)"]
+    assert "Latency by context length" in (tmp_path / "qa.md").read_text()
 
 
 def test_report_plot_draws_each_variant_in_the_apps_colour(tmp_path):
