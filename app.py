@@ -98,8 +98,8 @@ def _accuracy_text(accuracy: dict, runtime: str = "onnxruntime") -> str:
             parts.append(f"instruction set {accuracy['instruction_pct']:.0f} %{share}")
         if accuracy.get("note") == "reference":
             return " · ".join(parts + ["the reference"])
-        # exports promise their source's model and are gated on agreement; a pruned model is not
-        gated = runtime != "torch"
+        # an exact export promises its source's model and is gated on agreement; lossy and pruned ones are not
+        gated = accuracy.get("promise", "exact" if runtime != "torch" else "pruned") == "exact"
         agreement = f"next-token agreement with its source {accuracy['agreement_pct']:.1f} %" + ("" if gated else " (shown, not gated)")
         if "identical_continuations_pct" in accuracy:
             agreement += f", same 64-token text on {accuracy['identical_continuations_pct']:.0f} % of prompts"
@@ -131,6 +131,8 @@ def _stats(status: dict, result: dict, baseline_ms: float | None, task: str) -> 
         if note := unanswerable_note(result):
             lines.insert(0, f"ℹ️ {note}")
     lines.append(f"size {status['size_bytes'] / 1e6:,.1f} MB · {_accuracy_text(status['accuracy'], status.get('runtime', 'onnxruntime'))}")
+    if summary := status["accuracy"].get("summary"):  # the promise it keeps and its gated deltas, with intervals
+        lines.append(f"promise — {summary}")
     return "\n\n".join(lines) + _gate_text(status["accuracy"])
 
 

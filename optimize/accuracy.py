@@ -56,8 +56,12 @@ def qa_against(metrics: dict, reference: dict) -> dict:
     """A QA variant's metrics beside its source's, as the gates read them."""
     from optimize.gates import beside_reference
 
+    from optimize.intervals import paired_delta
+
     metrics = beside_reference(metrics, reference)
     metrics["agreement_pct"] = round(evaluate_qa.span_agreement(metrics.pop("_spans"), reference["_spans"]), 2)
+    for key in ("f1", "forced_f1"):  # SQuAD 2.0 F1 and forced-span F1, per question, paired with the reference's
+        metrics[f"{'overall_f1' if key == 'f1' else key}_delta"] = paired_delta(reference[f"_{key}"], metrics.pop(f"_{key}"))
     return metrics
 
 
@@ -146,10 +150,11 @@ def heldout_paragraphs() -> list[str] | None:
     return list(dict.fromkeys(e.context for e in data))[:PERPLEXITY_PARAGRAPHS]
 
 
-def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Callable[[], Runner], exact: bool = False,
-                        stop_below_gate: bool = False) -> dict:
+def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Callable[[], Runner],
+                        promise: str = "pruned", stop_below_gate: bool = False) -> dict:
     """`load_reference` is called only when the reference side is not cached for `reference_path`.
-    `stop_below_gate`: an export's measurement stops as soon as it cannot pass its agreement gate."""
+    `stop_below_gate`: an exact export's measurement stops as soon as it cannot pass its agreement gate."""
+    exact = promise == "exact"
     paragraphs = heldout_paragraphs()
 
     def reference_side() -> dict:
@@ -160,7 +165,7 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
     cached = reference_cache(reference_path, f"generation-{_prompts_key()}", reference_side)
     sequences = [torch.tensor(s) for s in cached["sequences"]]
     prompt_lengths = [chat_prompt(runner.tokenizer, p).shape[1] for p in PROMPTS]
-    floor = Gates().agreement_floor(exact) if runner.runtime == "onnxruntime" else None
+    floor = Gates().exact_agreement_pct if exact else None  # agreement gates an exact export only
     try:
         agreement = next_token_agreement(runner, sequences, prompt_lengths, floor if stop_below_gate else None)
     except AgreementBelowGate as stopped:
@@ -235,27 +240,29 @@ def reference_cache(source: Path, kind: str, compute) -> dict:
     return value
 
 
-def measure(preset: Preset, directory: Path, variant_name: str, reference: Path, exact: bool = False,
+def measure(preset: Preset, directory: Path, variant_name: str, reference: Path, promise: str,
             stop_below_gate: bool = False) -> dict:
-    """`stop_below_gate` (a strict build): an export is measured only until it cannot pass its
-    agreement gate; its metrics are then that bound and where it stopped."""
+    """`promise` (optimize/gates.py) decides what is gated. `stop_below_gate` (a strict build): an
+    exact export is measured only until it cannot pass its agreement gate; its metrics are then
+    that bound and where it stopped. A lossy one is measured in full: its gate is task quality."""
     variant = preset.variant(variant_name)
     source = preset.variant(variant.built_from)
+    exact = promise == "exact"
     runner = load_runner(preset.task, variant_name, variant.runtime, directory)
 
     def load_reference() -> Runner:
         return load_runner(preset.task, source.name, source.runtime, reference)
 
     if preset.task == "generation":
-        return generation_accuracy(runner, reference, load_reference, exact, stop_below_gate)
+        return generation_accuracy(runner, reference, load_reference, promise, stop_below_gate)
     if not squad.DEFAULT_SQUAD_PATH.exists():  # HeldOut.load reads it once
         log.warning("SQuAD data not found at %s: accuracy not measured", squad.DEFAULT_SQUAD_PATH)
         return {"note": "SQuAD data not found: accuracy not measured"}
     held_out = HeldOut.load()
-    reference_metrics = reference_cache(reference, f"qa-both-ways-{_everyday_key()}", lambda: qa_accuracy(load_reference(), held_out))
+    reference_metrics = reference_cache(reference, f"qa-per-question-{_everyday_key()}", lambda: qa_accuracy(load_reference(), held_out))
     spans = reference_metrics["_spans"]
-    guard = (AgreementGuard(len(spans), Gates().agreement_floor(), "answerable questions")
-             if stop_below_gate and variant.runtime == "onnxruntime" else None)
+    guard = (AgreementGuard(len(spans), Gates().exact_agreement_pct, "answerable questions")
+             if stop_below_gate and exact else None)
     try:
         metrics = qa_accuracy(runner, held_out, guard, spans)
     except AgreementBelowGate as stopped:

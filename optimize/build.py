@@ -55,13 +55,13 @@ GGUF_Q4 = OnnxRecipe(exporter="gguf-grid", weight_only_bits=4, block_size=32, qu
 
 
 def recipe_ladder(task: str, from_gguf: bool = False) -> list[OnnxRecipe]:
-    """Best first; the build publishes the first that passes the accuracy gates. A decoder that
+    """Best first; the build publishes the first that keeps its promise (optimize/gates.py). A decoder that
     descends from a GGUF first gets that GGUF's own weights (`gguf-q4`: exact for the baseline, so
     gated on the same text; a recovered pruned model's moved weights are re-quantized to Q4_1 and
     gated as any export). Then INT8 rungs; the fp32 graph (fusions, no quantization) agrees with
     PyTorch on ~100% and is the last resort."""
-    if task == "qa":
-        return [default_recipe(task), OnnxRecipe(quantize=False)]
+    if task == "qa":  # lossy rungs are gated on F1 within a point of the source (issue 26), the fp32 graph on sameness
+        return [OnnxRecipe(per_channel=True, reduce_range=not has_vnni()), default_recipe(task), OnnxRecipe(quantize=False)]
     if from_gguf:
         return [GGUF_Q4, *recipe_ladder(task)]
     attention_fp32 = replace(default_recipe(task), keep_fp32=("attention",), smooth_attention=False,
@@ -392,7 +392,8 @@ def _build_onnx_once(preset: Preset, variant_name: str, recipe: OnnxRecipe, sour
         shutil.rmtree(work)
         metrics = {}
         if evaluate:
-            metrics = _evaluate(preset, variant_name, staging, source, strict, progress, exact)
+            promise = "lossy" if recipe.quantize or (recipe.exporter == "gguf-grid" and not exact) else "exact"
+            metrics = _evaluate(preset, variant_name, staging, source, strict, progress, promise, weights_exact=exact)
         if rejected:
             metrics["rejected_recipes"] = rejected
             steps.append(f"(chosen after {len(rejected)} faster recipe(s) missed an accuracy gate)")
@@ -482,7 +483,7 @@ def build_assembled(preset: Preset, variant_name: str, force: bool = False, prog
             assemble(source, recipe_dir, staging)
         metrics = {}
         if evaluate:
-            metrics = _evaluate(preset, variant_name, staging, source, strict, progress)
+            metrics = _evaluate(preset, variant_name, staging, source, strict, progress, "pruned")
         write_manifest(staging, source=f"{preset.name}/{variant.built_from} + {variant.recipe_dir}",
                        steps=[f"drop layers {plan['dropped_layers']}", f"keep FFN neurons per layer: {plan['ffn_kept']}",
                               "apply LoRA + norm recovery delta"],
@@ -502,14 +503,19 @@ def up_to_date(target: Path, inputs: dict) -> bool:
 
 
 def _evaluate(preset: Preset, variant_name: str, staging: Path, source: Path, strict: bool, progress: Progress,
-              exact: bool = False) -> dict:
-    """`exact`: the graph promises its source's model, so the stricter gates apply (optimize/gates.py)."""
+              promise: str, weights_exact: bool = False) -> dict:
+    """`promise` (exact, lossy, pruned: optimize/gates.py) decides which gate applies; it and a
+    one-line summary of the gated measures go into the manifest for /variants and the app."""
+    from optimize.gates import promise_line
+
     variant = preset.variant(variant_name)
-    with stage(progress, f"{preset.name}/{variant_name}: measuring accuracy against {variant.built_from}"):
+    with stage(progress, f"{preset.name}/{variant_name}: measuring accuracy against {variant.built_from} ({promise})"):
         from optimize.accuracy import measure
-        metrics = measure(preset, staging, variant_name, reference=source, exact=exact, stop_below_gate=strict)
-    if exact:
+        metrics = measure(preset, staging, variant_name, reference=source, promise=promise, stop_below_gate=strict)
+    metrics["promise"] = promise
+    if weights_exact:
         metrics["weights_exact"] = True
+    metrics["summary"] = promise_line(preset.task, variant.runtime, metrics)
     _gate(preset, variant_name, variant.runtime, metrics, strict, progress)
     return metrics
 

@@ -83,7 +83,7 @@ def measure(forward: Forward, tokenizer, config: QAConfig, held_out: HeldOut,
     """Both ways, on held-out articles: SQuAD 2.0 EM/F1 (overall, HasAns, NoAns) with the null
     threshold this variant tunes on the validation article, and SQuAD 1.1-style forced-span EM/F1
     on the answerable questions; F1 both ways on the everyday set. `_spans` (test, forced) are for
-    span agreement with a source and are not stored. The test articles are predicted first, so
+    span agreement with a source, `_f1` / `_forced_f1` for intervals on a delta; none is stored. The test articles are predicted first, so
     that `on_test_span` (an agreement gate) can stop a hopeless export before the rest is spent."""
     test_spans, test_margins = predict(forward, tokenizer, held_out.test, config, on_test_span)
     threshold = evaluate(forward, tokenizer, held_out.validation, config)["threshold"]
@@ -98,6 +98,9 @@ def measure(forward: Forward, tokenizer, config: QAConfig, held_out: HeldOut,
         "everyday_f1": round(everyday["metrics"]["overall_f1"], 2),
         "everyday_forced_f1": round(everyday["forced_metrics"]["HasAns_f1"], 2),
         "_spans": {e.id: test["spans"][e.id] for e in held_out.test if e.answers},
+        # per question, for paired intervals on a delta against a source (not stored either)
+        "_f1": {e.id: squad.score(e, test["predictions"][e.id])[1] for e in held_out.test},
+        "_forced_f1": {e.id: squad.score(e, test["spans"][e.id])[1] for e in held_out.test if e.answers},
     }
 
 

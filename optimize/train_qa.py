@@ -317,7 +317,7 @@ def remeasure(model_dir: Path, training: dict, config: TrainConfig = TrainConfig
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     metrics = measure(functools.partial(torch_qa_logits, model), tokenizer, config.qa,
                       HeldOut.load(config.data, config.split))
-    metrics.pop("_spans")
+    metrics = {k: v for k, v in metrics.items() if not k.startswith("_")}  # per-question working data
     qa_config = {**asdict(config.qa), "null_threshold": metrics["null_threshold"]}
     (model_dir / "qa_config.json").write_text(json.dumps(qa_config, indent=2) + "\n")
     training = {**training, "null_threshold": metrics["null_threshold"], "held_out": metrics,

@@ -73,22 +73,28 @@ def test_a_variant_that_fails_to_load_is_unavailable_and_the_others_answer(built
 
 
 def test_status_shows_the_steps_built_and_the_rejected_recipe_in_one_line(tiny_qa_dir, monkeypatch):
-    """The INT8 recipe misses its gate (a measured agreement of 50 %), the fp32 graph ships: the
-    status says so instead of the catalog's planned "… → quantize-dynamic-int8"."""
+    """Both INT8 rungs miss their lossy gate (F1 5 points down), the fp32 graph ships on its exact
+    gate: the status says so instead of the catalog's planned "… → quantize-dynamic-int8"."""
     from optimize.build import build_onnx
 
-    agreements = iter([50.0, 100.0])
-    monkeypatch.setattr("optimize.accuracy.measure", lambda *args, **kwargs: {"agreement_pct": next(agreements)})
+    def measured(*args, promise, **kwargs):
+        if promise == "lossy":
+            return {"agreement_pct": 50.0, "overall_f1": 40.0, "reference_overall_f1": 45.0}
+        return {"agreement_pct": 100.0}
+
+    monkeypatch.setattr("optimize.accuracy.measure", measured)
     preset = tiny_preset("qa", tiny_qa_dir, name="tiny-qa-rejected")
     build_onnx(preset, "optimized", progress=lambda m: None)
     showdown = Showdown(presets={"qa": preset})
     detail = showdown.variant_status("qa", "optimized")["detail"]
     assert detail.startswith("onnxruntime; export-onnx (optimum, task question-answering) → graph-optimize (level 2)")
-    assert "quantize-dynamic-int8" not in detail and "\n" not in detail
-    assert detail.endswith("; rejected dynamic INT8 per channel, fp32 ffn_output: agrees with its PyTorch source on "
-                           "50.0% of answerable questions' forced spans (gate ≥ 98.0%)")
+    assert "→ quantize-dynamic-int8" not in detail and "\n" not in detail
+    miss = "held-out SQuAD 2.0 F1 40.00 is 5.00 below its source (gate ≤ 1.0)"
+    assert detail.endswith(f"; rejected dynamic INT8 per channel: {miss}; "
+                           f"rejected dynamic INT8 per channel, fp32 ffn_output: {miss}"), detail
     summary = next(line for line in showdown.summary() if line.startswith("qa/optimized"))
     assert summary.startswith("qa/optimized: ready, ") and "agree 100.0%" in summary and "rejected dynamic INT8" in summary
+    assert showdown.variant_status("qa", "optimized")["accuracy"]["summary"] == "exact: same span on 100.0%"
 
 
 def test_the_runtime_does_not_import_the_offline_build():
