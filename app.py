@@ -92,6 +92,8 @@ def _accuracy_text(accuracy: dict, runtime: str = "onnxruntime") -> str:
         return text
     if "agreement_pct" in accuracy:
         parts = [f"perplexity {accuracy['perplexity']:.2f}"] if "perplexity" in accuracy else []
+        if "reading_f1" in accuracy:
+            parts.append(f"reading-comprehension F1 {accuracy['reading_f1']:.1f}")
         if "instruction_pct" in accuracy:
             share = (f" ({accuracy['instruction_of_baseline_pct']:.0f} % of baseline's)"
                      if "instruction_of_baseline_pct" in accuracy else "")

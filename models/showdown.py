@@ -117,7 +117,8 @@ class Showdown:
                 reference.update(_read_json(path / "manifest.json").get("metrics", {}) if path else {})
             if "reference_perplexity" in reference:
                 return {"agreement_pct": 100.0, "perplexity": reference["reference_perplexity"], "note": "reference",
-                        **({"instruction_pct": reference["reference_instruction_pct"]} if "reference_instruction_pct" in reference else {})}
+                        **({"instruction_pct": reference["reference_instruction_pct"]} if "reference_instruction_pct" in reference else {}),
+                        **({"reading_f1": reference["reference_reading_f1"]} if "reference_reading_f1" in reference else {})}
         return {}
 
     def _fix(self, task: Task, variant: str) -> str:

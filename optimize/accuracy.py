@@ -153,7 +153,7 @@ def heldout_paragraphs() -> list[str] | None:
 def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Callable[[], Runner],
                         promise: str = "pruned", stop_below_gate: bool = False) -> dict:
     """`load_reference` is called only when the reference side is not cached for `reference_path`.
-    `stop_below_gate`: an exact export's measurement stops as soon as it cannot pass its agreement gate."""
+    `stop_below_gate`: an export's measurement stops as soon as it cannot pass its agreement gate."""
     exact = promise == "exact"
     paragraphs = heldout_paragraphs()
 
@@ -165,7 +165,8 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
     cached = reference_cache(reference_path, f"generation-{_prompts_key()}", reference_side)
     sequences = [torch.tensor(s) for s in cached["sequences"]]
     prompt_lengths = [chat_prompt(runner.tokenizer, p).shape[1] for p in PROMPTS]
-    floor = Gates().exact_agreement_pct if exact else None  # agreement gates an exact export only
+    # agreement gates an exact export, and a lossy one until reading comprehension gates it (optimize/gates.py)
+    floor = Gates().exact_agreement_pct if exact else Gates().lossy_agreement_pct if promise == "lossy" else None
     try:
         agreement = next_token_agreement(runner, sequences, prompt_lengths, floor if stop_below_gate else None)
     except AgreementBelowGate as stopped:
@@ -181,10 +182,11 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
         metrics["perplexity"] = round(perplexity(runner, paragraphs), 3)
         metrics["reference_perplexity"] = round(cached["perplexity"], 3)
         metrics["perplexity_ratio"] = round(metrics["perplexity"] / metrics["reference_perplexity"], 4)
-    # quality as a visitor meets it (issue 13): the public instruction set through the app's decoding
-    # path; a pruned model is gated on its share of the baseline's score, an export only shows it
-    if rejected:
+    # a lossy rung already over its perplexity budget is rejected: no minutes of decoding spent on it
+    over_budget = promise == "lossy" and metrics.get("perplexity_ratio", 1) > Gates().lossy_perplexity_ratio
+    if rejected or over_budget:
         return metrics
+    # the public instruction set through the app's decoding path: shown for every variant
     metrics["instruction_pct"] = instructions.measure(runner)["instruction_pct"]
     if runner.runtime == "torch":
         reference_score = reference_cache(reference_path, f"instructions-{_instructions_key()}",

@@ -39,12 +39,8 @@ def passes(text: str, check: dict) -> bool:
 
 def measure(runner, prompts: list[dict] | None = None) -> dict:
     """The variant's score on the set: % passed, overall and per kind, and its answers."""
-    from models import generation
-
     prompts = prompts or load()
-    texts = _batched_texts(runner, prompts) if runner.runtime == "torch" else {
-        item["id"]: generation.generate(runner, item["prompt"], item.get("max_new_tokens", SHORT_ANSWER_TOKENS))["text"]
-        for item in prompts}
+    texts = _batched_texts(runner, prompts)
     passed, per_kind, totals, answers = 0, Counter(), Counter(), {}
     for item in prompts:
         text = texts[item["id"]]
@@ -58,21 +54,27 @@ def measure(runner, prompts: list[dict] | None = None) -> dict:
 
 
 def _batched_texts(runner, prompts: list[dict], batch_size: int = 16) -> dict[str, str]:
-    """What `generation.generate` answers for a PyTorch runner (the same greedy tokens, decoded the
-    same way), decoded in left-padded batches: minutes less per PyTorch variant on two cores
-    (tests/test_instructions.py checks the texts against the app's path)."""
-    from models import generation
-    from optimize.accuracy import batched_torch_continuations
-
     texts = {}
     for new_tokens in sorted({item.get("max_new_tokens", SHORT_ANSWER_TOKENS) for item in prompts}):
         group = [item for item in prompts if item.get("max_new_tokens", SHORT_ANSWER_TOKENS) == new_tokens]
-        asked = [generation.validate(item["prompt"], new_tokens)[0] for item in group]
-        sequences = batched_torch_continuations(runner, asked, new_tokens, batch_size)
-        for item, prompt, sequence in zip(group, asked, sequences):
-            answer = sequence[0, generation.preprocess(runner.tokenizer, prompt).shape[1]:]
-            texts[item["id"]] = runner.tokenizer.decode(answer.tolist(), skip_special_tokens=True)
+        answers = greedy_texts(runner, [item["prompt"] for item in group], new_tokens, batch_size)
+        texts.update({item["id"]: text for item, text in zip(group, answers)})
     return texts
+
+
+def greedy_texts(runner, prompts: list[str], new_tokens: int, batch_size: int = 16) -> list[str]:
+    """What `generation.generate` answers to each prompt. A PyTorch runner decodes the same greedy
+    tokens in left-padded batches: minutes less per PyTorch variant on two cores
+    (tests/test_instructions.py checks the texts against the app's path); ONNX ones one by one."""
+    from models import generation
+    from optimize.accuracy import batched_torch_continuations
+
+    asked = [generation.validate(prompt, new_tokens)[0] for prompt in prompts]
+    if runner.runtime != "torch":
+        return [generation.generate(runner, prompt, new_tokens)["text"] for prompt in asked]
+    sequences = batched_torch_continuations(runner, asked, new_tokens, batch_size)
+    return [runner.tokenizer.decode(sequence[0, generation.preprocess(runner.tokenizer, prompt).shape[1]:].tolist(),
+                                    skip_special_tokens=True) for prompt, sequence in zip(asked, sequences)]
 
 
 def run(output: Path | None = None) -> dict:

@@ -73,7 +73,7 @@ def test_a_variant_that_fails_to_load_is_unavailable_and_the_others_answer(built
 
 
 def test_status_shows_the_steps_built_and_the_rejected_recipe_in_one_line(tiny_qa_dir, monkeypatch):
-    """Both INT8 rungs miss their lossy gate (F1 5 points down), the fp32 graph ships on its exact
+    """Every INT8 rung misses its lossy gate (F1 5 points down), the fp32 graph ships on its exact
     gate: the status says so instead of the catalog's planned "… → quantize-dynamic-int8"."""
     from optimize.build import build_onnx
 
@@ -91,7 +91,8 @@ def test_status_shows_the_steps_built_and_the_rejected_recipe_in_one_line(tiny_q
     assert "→ quantize-dynamic-int8" not in detail and "\n" not in detail
     miss = "held-out SQuAD 2.0 F1 40.00 is 5.00 below its source (gate ≤ 1.0)"
     assert detail.endswith(f"; rejected dynamic INT8 per channel: {miss}; "
-                           f"rejected dynamic INT8 per channel, fp32 ffn_output: {miss}"), detail
+                           f"rejected dynamic INT8 per channel, fp32 ffn_output: {miss}; "
+                           f"rejected dynamic INT8 per channel, fp32 ffn_output + ffn_input: {miss}"), detail
     summary = next(line for line in showdown.summary() if line.startswith("qa/optimized"))
     assert summary.startswith("qa/optimized: ready, ") and "agree 100.0%" in summary and "rejected dynamic INT8" in summary
     assert showdown.variant_status("qa", "optimized")["accuracy"]["summary"] == "exact: same span on 100.0%"
