@@ -15,9 +15,9 @@ import pandas as pd
 from models.catalog import VARIANT_COLORS, VARIANTS
 from models.errors import InputError, VariantUnavailable
 from models.logs import configure_logging
-from models.reports import (MeasureHere, bench_markdown, load_length_table, load_report_table, pruning_markdown,
-                            report_chart)
+from models.reports import MeasureHere, bench_markdown, load_length_table, load_report_table, pruning_markdown, report_chart
 from models.showdown import Showdown
+from optimize.first_start import start_background_build
 
 log = logging.getLogger("app")
 USER_ERRORS = (InputError, VariantUnavailable)
@@ -443,7 +443,7 @@ def main() -> None:
     showdown = Showdown.from_environment()
     showdown.serve_models_first(SERVING_NICE, GIL_SWITCH_INTERVAL_S)
     if os.environ.get("SHOWDOWN_BUILD", "1") != "0":
-        showdown.start_background_build()
+        start_background_build(showdown)
     serve(showdown, server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
           server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
 

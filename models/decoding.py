@@ -35,7 +35,7 @@ class GreedyDecoder:
         # present.N.key of one step is past_key_values.N.key of the next (matched by name, not order)
         self.present_names = [n.replace("past_key_values.", "present.") for n in self.past_names]
         self.has_position_ids = "position_ids" in inputs
-        self.has_logits_to_keep = "logits_to_keep" in inputs  # optimize/build.py add_logits_to_keep
+        self.has_logits_to_keep = "logits_to_keep" in inputs  # optimize/export/onnx.py add_logits_to_keep
         _, heads, _, dim = inputs[self.past_names[0]].shape  # symbolic in some exports: then from the config
         heads, dim = heads if isinstance(heads, int) else kv_heads, dim if isinstance(dim, int) else head_dim
         self.empty_past = np.zeros((1, heads, 0, dim), dtype=np.float32)

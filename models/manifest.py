@@ -8,8 +8,8 @@ import contextlib
 import hashlib
 import importlib.metadata
 import json
-import platform
 import os
+import platform
 import shutil
 import threading
 import time

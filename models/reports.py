@@ -212,7 +212,7 @@ def bench_markdown(directory: Path = REPORTS_DIR) -> str:
 
 def pruning_markdown(directory: Path = REPORTS_DIR) -> str:
     """What pruning costs and buys, per candidate (reports/pruning-generation.md, written by hand
-    from the build's measurements and scripts/measure_pruned_candidate.py)."""
+    from the build's measurements and experiments/pruned-decoder-candidate/measure.py)."""
     path = directory / "pruning-generation.md"
     return path.read_text() if path.exists() else "No pruning report yet."
 

@@ -100,7 +100,7 @@ def _load_torch(task: Task, path: Path):
 
 def load_causal_lm(path: Path):
     """A decoder whose layers may have different FFN widths (`intermediate_sizes` in its config,
-    written by optimize/prune_generation.py): transformers builds every layer at one width, so
+    written by optimize/prune/decoder.py): transformers builds every layer at one width, so
     the MLPs are narrowed before the weights are loaded."""
     from safetensors.torch import load_file
     from transformers import AutoConfig, AutoModelForCausalLM

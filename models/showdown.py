@@ -13,7 +13,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,7 +63,6 @@ class Showdown:
     _model_thread: ThreadPoolExecutor = field(  # one long-lived thread runs every model: see answer()
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="showdown-model"))
     _calls: int = 0
-    measure_builds: bool = True  # measure accuracy of what is built (needs the SQuAD data for QA)
 
     @classmethod
     def from_environment(cls) -> Showdown:
@@ -235,7 +234,7 @@ class Showdown:
         - `switch_interval_s`: how long a thread may keep the GIL when another asks for it. A
           session run releases the GIL; with CPython's default 5 ms, the model thread could wait
           that long to get it back from a server thread after every run.
-        Measured with 4 HTTP clients (scripts/measure_concurrency.py): compute 1.33x the single
+        Measured with 4 HTTP clients (experiments/app-timing/measure_concurrency.py): compute 1.33x the single
         client's with neither, 1.43x with the switch interval alone, 1.13-1.15x with both."""
         self._model_thread.submit(lambda: None).result()  # the model thread exists before the server's
         if switch_interval_s:
@@ -265,7 +264,7 @@ class Showdown:
         The forward runs on one long-lived thread rather than on whichever worker thread the web
         server picked: a thread new to PyTorch builds its OpenMP team and caches first (pruned QA at
         384 tokens under load: 1,121 ms p50 on a fresh thread vs 43 ms on the model thread,
-        scripts/measure_inflation.py)."""
+        experiments/app-timing/measure_inflation.py)."""
         qa.validate(question, context)
         runner = self.runner("qa", variant)
         with self._turn() as wait_ms:
@@ -309,55 +308,21 @@ class Showdown:
                         todo.append((task, spec.name))
         return todo
 
-    def build_missing(self, progress: Callable[[str], None] = log.debug) -> None:
-        """Build what is missing or corrupt, one after the other: each stage's message goes to the UI's
-        status and to `progress` (the terminal shows a progress bar per stage instead), then one
-        summary line per variant is logged."""
-        from optimize.build import build_assembled, build_onnx
-        from optimize.gates import GateFailed
-        from optimize.progress import stage
-
-        todo = self.missing_builds()
+    def mark_building(self, task: Task, variant: str, message: str) -> None:
+        """What the variant's build is doing now: shown in its status, and calls to it say so."""
         with self._lock:
-            for key in todo:
-                self._building[key] = "queued"
-        for task, variant in todo:
-            key = (task, variant)
+            self._building[(task, variant)] = message
 
-            def report(message: str, key=key) -> None:
-                with self._lock:
-                    self._building[key] = message
-                progress(message)
+    def mark_build_failed(self, task: Task, variant: str, message: str) -> None:
+        with self._lock:
+            self._failed[(task, variant)] = message
 
-            try:
-                p = self.preset(task)
-                spec = p.variant(variant)
-                if spec.source.kind == "hub":
-                    report(f"{p.name}/{variant}: fetching {spec.source.location} from the Hub")
-                    resolve(p, spec)
-                elif spec.recipe_dir:
-                    build_assembled(p, variant, progress=report, evaluate=self.measure_builds)
-                elif spec.runtime == "onnxruntime":
-                    build_onnx(p, variant, progress=report, evaluate=self.measure_builds)
-                else:
-                    with stage(report, f"{p.name}/{variant}: converting {Path(spec.source.location).name} "
-                                       "(first start only)"):
-                        resolve(p, spec)
-            except Exception as error:  # keep serving: the variant is reported unavailable with the reason
-                log.warning("building %s/%s failed", task, variant, exc_info=not isinstance(error, GateFailed))
-                with self._lock:
-                    self._failed[key] = f"build failed: {type(error).__name__}: {error}"
-            else:  # a rebuilt variant is served from its new files
-                with self._lock:
-                    for state in (self._runners, self._failed, self._load_failed):
-                        state.pop(key, None)
-            finally:
-                with self._lock:
-                    self._building.pop(key, None)
-        for line in self.summary():
-            log.info(line)
+    def mark_built(self, task: Task, variant: str) -> None:
+        """A rebuilt variant is served from its new files: forget its runner and earlier faults."""
+        with self._lock:
+            for state in (self._runners, self._failed, self._load_failed):
+                state.pop((task, variant), None)
 
-    def start_background_build(self) -> threading.Thread:
-        thread = threading.Thread(target=self.build_missing, name="build-missing", daemon=True)
-        thread.start()
-        return thread
+    def mark_build_done(self, task: Task, variant: str) -> None:
+        with self._lock:
+            self._building.pop((task, variant), None)

@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--batch-size", type=int, default=16)
     train.add_argument("--threads", type=int, default=2)
     train.add_argument("--no-bf16", action="store_true", help="no bf16 autocast even where the CPU has bf16 instructions")
+    train.add_argument("--save-compact", action="store_true",
+                       help="write the running job's last checkpoint to weights/train-jobs/ (fp16, no AdamW state) and exit")
     train.add_argument("--stop-after", type=int, metavar="STEPS",
                        help="checkpoint and stop after this many steps of this run; the same command continues "
                             "(checkpoint and log under artifacts/train-jobs/<output name>/)")
@@ -106,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging()
 
     if args.stage == "train-qa":
-        from optimize.train_qa import TrainConfig, train
+        from optimize.train.finetune_qa import TrainConfig, train
         config = TrainConfig(output=args.output, epochs=args.epochs, learning_rate=args.learning_rate, seed=args.seed,
                              answerable_first_epochs=args.answerable_first_epochs, null_fraction=args.null_fraction,
                              init_from=args.init_from, answerability_weight=args.answerability_weight,
@@ -116,19 +118,24 @@ def main(argv: list[str] | None = None) -> int:
         if args.no_extra_data:
             config.extra_data = ()
         if args.full_data:
-            from optimize import squad
+            from optimize.evaluate import squad
             config.extra_data, config.split = (squad.TRAIN_HEAD_PATH, squad.SQUAD11_TRAIN_PATH), squad.WIDE_VALIDATION
         if args.data:
             config.data = args.data
+        if args.save_compact:
+            from optimize.train.finetune_qa import save_compact
+            print(f"compact checkpoint (commit it to continue in a fresh clone): {save_compact(config)}")
+            return 0
         result = train(config, stop_after=args.stop_after)
         if result.get("stopped"):
             print(f"training stopped; checkpoint {result['checkpoint']}. Run the same command to continue.")
     elif args.stage == "prune" and args.task == "generation":
-        from optimize import prune_generation
-        result = prune_generation.run(
-            prune_generation.DecoderPruneConfig(layers_dropped=args.layers_dropped, ffn_kept=args.ffn_kept or 1536,
+        from optimize.prune import decoder
+        from optimize.train import recover_decoder
+        result = recover_decoder.run(
+            decoder.DecoderPruneConfig(layers_dropped=args.layers_dropped, ffn_kept=args.ffn_kept or 1536,
                                                 ffn_pruned_share=args.ffn_pruned_share),
-            prune_generation.RecoveryConfig(steps=args.steps, learning_rate=args.learning_rate or 1e-3, threads=args.threads),
+            recover_decoder.RecoveryConfig(steps=args.steps, learning_rate=args.learning_rate or 1e-3, threads=args.threads),
             args.output or Path("weights/generation-smollm2-pruned"), measure_before=not args.skip_before,
             stop_after=args.stop_after)
         if "stopped_at_step" in result:
@@ -137,10 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print({k: result[k] for k in ("layers_kept", "before_recovery", "after_recovery")})
     elif args.stage == "prune":
-        from optimize.gates import GateFailed
-        from optimize.prune_qa import PruneConfig
-        from optimize.prune_qa import run as prune_run
-        from optimize.train_qa import TrainConfig
+        from optimize.evaluate.gates import GateFailed
+        from optimize.prune.encoder import PruneConfig
+        from optimize.prune.encoder import run as prune_run
+        from optimize.train.finetune_qa import TrainConfig
         # distillation: the teacher already knows "no answer", so no curriculum; half the null windows
         config = TrainConfig(output=args.output or Path("weights/qa-minilm-squad2-pruned"), epochs=args.epochs,
                              learning_rate=args.learning_rate or 1e-4, answerable_first_epochs=0, threads=args.threads)
@@ -154,20 +161,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 2
     elif args.stage == "sweep-qa":
-        from optimize import sweep_qa
+        from optimize.prune import sweep_encoder as sweep_qa
         sweep_qa.recovered(args.recovered) if args.recovered else sweep_qa.run()
     elif args.stage == "sweep-generation":
-        from optimize.sweep_generation import run as sweep_generation
+        from optimize.prune.sweep_decoder import run as sweep_generation
         sweep_generation()
     elif args.stage == "diagnose-qa":
-        from optimize.answerability import run as diagnose_qa
+        from optimize.evaluate.answerability import run as diagnose_qa
         diagnose_qa(*([tuple(args.weights)] if args.weights else []))
     elif args.stage == "build":
         from models.catalog import default_preset, preset
         from models.errors import InputError, VariantUnavailable
-        from optimize.build import build_assembled, build_onnx
-        from optimize.gates import GateFailed
         from models.sources import resolve
+        from optimize.build import build_assembled, build_onnx
+        from optimize.evaluate.gates import GateFailed
 
         try:
             chosen = preset(args.preset) if args.preset else default_preset(args.task)
@@ -175,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             if variant.recipe_dir:
                 build_assembled(chosen, args.variant, force=args.force, evaluate=not args.no_eval, strict=not args.allow_missed_gates)
             elif variant.runtime == "onnxruntime":
-                from optimize.build import named_recipe
+                from optimize.quantize.recipes import named_recipe
                 recipe = named_recipe(chosen.task, args.recipe) if args.recipe else None
                 build_onnx(chosen, args.variant, recipe=recipe, force=args.force, evaluate=not args.no_eval,
                            strict=not args.allow_missed_gates)
@@ -185,35 +192,35 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 2
     elif args.stage == "report":
-        from optimize.report import ReportConfig, run
+        from optimize.publish.report import ReportConfig, run
         config = ReportConfig()
         if args.rounds:
             config = replace(config, qa_rounds=args.rounds, generation_rounds=args.rounds)
         run(config, tuple(args.task or ("qa", "generation")))
     elif args.stage == "bench":
-        from optimize.bench import BenchConfig
-        from optimize.bench import run as bench_run
+        from optimize.bench.run import BenchConfig
+        from optimize.bench.run import run as bench_run
         config = (BenchConfig(qa_rounds=5, long_document_words=0, generation_rounds=2, app_rounds=5, outside_f1=False)
                   if args.quick else BenchConfig())
         if args.no_app:
             config = replace(config, app=False)
         bench_run(config, tuple(args.task or ("qa", "generation")), **({"output": args.output} if args.output else {}))
     elif args.stage == "instructions":
-        from optimize.instructions import run as instructions_run
+        from optimize.evaluate.instructions import run as instructions_run
         instructions_run()
     elif args.stage == "gguf-grid-bench":
-        from optimize.gguf_grid_bench import GridBenchConfig
-        from optimize.gguf_grid_bench import run as grid_bench_run
+        from optimize.bench.gguf_grid import GridBenchConfig
+        from optimize.bench.gguf_grid import run as grid_bench_run
         grid_bench_run(replace(GridBenchConfig(), rounds=args.rounds) if args.rounds else GridBenchConfig())
     elif args.stage == "push":
-        from optimize.push import push as push_variants
+        from optimize.publish.push import push as push_variants
         for repo in push_variants(args.repo_prefix, private=args.private):
             print(repo)
     elif args.stage == "deploy-space":
         from huggingface_hub.errors import HfHubHTTPError
 
         from models.errors import ConfigError
-        from optimize.deploy_space import run as deploy_space
+        from optimize.publish.space import run as deploy_space
         try:
             return deploy_space(args.space, args.hub_prefix, args.device, args.private)
         except (ConfigError, HfHubHTTPError) as error:  # a bad token or name: the Hub's message, no trace

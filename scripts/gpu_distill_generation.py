@@ -1,7 +1,7 @@
 """Prune SmolLM2 by >= 20 % of its block parameters and recover it by distillation on a lent GPU
 (DEVELOPERS.md: `device`); not part of the demo or the tests.
 
-Same plan and recovery code as `python -m optimize prune-generation` (optimize/prune_generation.py),
+Same plan and recovery code as `python -m optimize prune-generation` (optimize/prune/decoder.py, optimize/train/recover_decoder.py),
 with more teacher answers, both SQuAD folders' training paragraphs, and far more steps than two
 CPU cores afford. For each candidate it writes the committed form (pruning.json + LoRA/norm delta)
 and measures perplexity on held-out Wikipedia and the instruction-set score (HF greedy decoding
@@ -29,8 +29,8 @@ CANDIDATES = (  # (name, DecoderPruneConfig overrides): each removes >= 20 % of 
 )
 TEACHER_PROMPTS = 2000
 MIN_STEPS = 100
-HIDDEN_WEIGHT = 0.0  # --hidden: pg.hidden_state_loss's weight
-FULL, STEPS = False, 0  # --full: train every block weight (committed as pg.full_delta); --steps: no timing probe
+HIDDEN_WEIGHT = 0.0  # --hidden: recover.hidden_state_loss's weight
+FULL, STEPS = False, 0  # --full: train every block weight (committed as decoder.full_delta); --steps: no timing probe
 RANK, LEARNING_RATE, CHAT_REPEATS = 32, 5e-4, 1  # the second run: rank 64, 1e-3, the teacher's chats twice
 
 
@@ -39,18 +39,18 @@ def block_parameters(model) -> int:
 
 
 def perplexity(model, tokenizer, paragraphs: list[str]) -> float:
-    """optimize/accuracy.py's held-out perplexity, for a model on the GPU."""
-    from optimize import accuracy
-    from optimize.prune_generation import _runner
+    """optimize/evaluate/accuracy.py's held-out perplexity, for a model on the GPU."""
+    from optimize.evaluate import accuracy
+    from optimize.train.recover_decoder import _runner
 
     return accuracy.perplexity(_runner(model, tokenizer, "."), paragraphs)
 
 
 def instruction_score(model, tokenizer) -> dict:
-    """The instruction set as the build scores it (optimize/instructions.py: batched greedy decoding
+    """The instruction set as the build scores it (optimize/evaluate/instructions.py: batched greedy decoding
     for PyTorch, the app's texts), for a model on the GPU."""
-    from optimize import instructions
-    from optimize.prune_generation import _runner
+    from optimize.evaluate import instructions
+    from optimize.train.recover_decoder import _runner
 
     measured = instructions.measure(_runner(model, tokenizer, "."))
     return {"passed": measured["passed"], "answers": {key: answer["text"] for key, answer in measured["answers"].items()}}
@@ -61,10 +61,11 @@ def main(gguf: Path, work: Path, budget_s: float, resume: Path | None = None, te
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from models.sources import converted_gguf
-    from optimize import prune_generation as pg
-    from optimize import squad
-    from optimize.accuracy import heldout_paragraphs
-    from optimize.recovery_prompts import format_prompts, prompts
+    from optimize.evaluate import squad
+    from optimize.evaluate.accuracy import heldout_paragraphs
+    from optimize.prune import decoder
+    from optimize.train import recover_decoder as recover
+    from optimize.train.recovery_prompts import format_prompts, prompts
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     started = time.perf_counter()
@@ -77,13 +78,13 @@ def main(gguf: Path, work: Path, budget_s: float, resume: Path | None = None, te
     head = squad.all_examples(squad.TRAIN_HEAD_PATH)
     questions = [e.question for e in dev + head if e.answers]
     asked = prompts(questions, count=teacher_prompts) + (format_prompts() if with_formats else [])
-    chats = pg.teacher_chats(teacher, tokenizer, asked, new_tokens=80 if with_formats else 64, batch_size=512)
+    chats = recover.teacher_chats(teacher, tokenizer, asked, new_tokens=80 if with_formats else 64, batch_size=512)
     logging.info("teacher answers: %d in %.0fs", len(chats), time.perf_counter() - started)
     paragraphs = list(dict.fromkeys(e.context for e in head))
-    texts = pg.recovery_texts(tokenizer, 256) + [tokenizer(p, return_tensors="pt").input_ids[:, :256] for p in paragraphs] + chats * CHAT_REPEATS
+    texts = recover.recovery_texts(tokenizer, 256) + [tokenizer(p, return_tensors="pt").input_ids[:, :256] for p in paragraphs] + chats * CHAT_REPEATS
     if resume is None:
         calibration = random.Random(42).sample(chats, min(32, len(chats)))
-        influence, neurons = pg.importance(load(), calibration)
+        influence, neurons = decoder.importance(load(), calibration)
     held_out = heldout_paragraphs()
     results = {"baseline": {"perplexity": perplexity(teacher, tokenizer, held_out), **instruction_score(teacher, tokenizer),
                             "block_parameters": block_parameters(teacher)}}
@@ -91,37 +92,37 @@ def main(gguf: Path, work: Path, budget_s: float, resume: Path | None = None, te
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     per_candidate = (budget_s - (time.perf_counter() - started)) / len(CANDIDATES)
     for name, overrides in CANDIDATES:
-        config = replace(pg.DecoderPruneConfig(), **overrides)
+        config = replace(decoder.DecoderPruneConfig(), **overrides)
         student, earlier = load(), None
         if resume is None:
-            dropped, kept_neurons = pg.plan(influence, neurons, config)
-        else:  # a second round: fresh adapters on top of a committed recovery (pg.stack_deltas joins them)
-            dropped, kept_neurons, earlier = pg.load_recovery(resume)
-        pg.prune_with_plan(student, dropped, kept_neurons)
+            dropped, kept_neurons = decoder.plan(influence, neurons, config)
+        else:  # a second round: fresh adapters on top of a committed recovery (decoder.stack_deltas joins them)
+            dropped, kept_neurons, earlier = decoder.load_recovery(resume)
+        decoder.prune_with_plan(student, dropped, kept_neurons)
         # full_delta's reference point; LoRA rounds need no copy of the weights
         pruned_weights = {n: p.detach().clone() for n, p in student.model.layers.named_parameters()} if FULL else None
         if earlier is not None:
-            pg.apply_delta(student, earlier)
+            decoder.apply_delta(student, earlier)
         student.cuda()
         before = perplexity(student, tokenizer, held_out)
         if FULL:
             student.requires_grad_(False)
             student.model.layers.requires_grad_(True)
         else:
-            pg.add_lora(student, RANK, 2.0 * RANK)
-        recovery = pg.RecoveryConfig(steps=STEPS or 20, batch_size=32, learning_rate=LEARNING_RATE, rank=RANK, alpha=2.0 * RANK,
+            recover.add_lora(student, RANK, 2.0 * RANK)
+        recovery = recover.RecoveryConfig(steps=STEPS or 20, batch_size=32, learning_rate=LEARNING_RATE, rank=RANK, alpha=2.0 * RANK,
                                      hidden_weight=HIDDEN_WEIGHT)
         kept_layers = [i for i in range(len(teacher.model.layers)) if i not in set(dropped)]
         if not STEPS:
             probe = time.perf_counter()
-            pg.recover(student, teacher, texts, pad_id, recovery, kept_layers)  # a timing probe: how many steps fit
+            recover.recover(student, teacher, texts, pad_id, recovery, kept_layers)  # a timing probe: how many steps fit
             step_s = (time.perf_counter() - probe) / 20
             recovery = replace(recovery, steps=max(MIN_STEPS, int((per_candidate - 70) / (step_s * 0.8))))  # the probe includes warm-up
         steps = recovery.steps
         rec_started = time.perf_counter()
-        losses = pg.recover(student, teacher, texts, pad_id, recovery, kept_layers)
+        losses = recover.recover(student, teacher, texts, pad_id, recovery, kept_layers)
         seconds = time.perf_counter() - rec_started
-        delta = pg.full_delta(student, pruned_weights) if FULL else pg.merge_lora(student)
+        delta = decoder.full_delta(student, pruned_weights) if FULL else recover.merge_lora(student)
         result = {"prune": config.__dict__, "dropped": dropped, "block_parameters": block_parameters(student),
                   "perplexity_before_recovery": before, "perplexity": perplexity(student, tokenizer, held_out),
                   **instruction_score(student, tokenizer), "recovery": recovery.__dict__,
@@ -134,11 +135,11 @@ def main(gguf: Path, work: Path, budget_s: float, resume: Path | None = None, te
                    "recovery": recovery.__dict__, "recovery_seconds": round(seconds), "device": torch.cuda.get_device_name(),
                    "recovery_data": ("SQuAD 2.0 training paragraphs (dev articles 0-11 and the train-head articles) as plain "
                                      "text and dev ones as chat turns, and the baseline's greedy answers to "
-                                     f"{len(asked)} training prompts (optimize/recovery_prompts.py"
+                                     f"{len(asked)} training prompts (optimize/train/recovery_prompts.py"
                                      + (", format_prompts included)" if with_formats else ")")),
                    "resumed_from": str(resume) if resume else None, "full_fine_tuning": FULL,
                    "kl_first_last": result["kl_first_last"]}
-        pg.save_recovery(work / name, dropped, kept_neurons, delta, details)
+        decoder.save_recovery(work / name, dropped, kept_neurons, delta, details)
         (work / "candidates.json").write_text(json.dumps(results, indent=2))
         del student
         torch.cuda.empty_cache()

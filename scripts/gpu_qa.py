@@ -31,8 +31,8 @@ RECIPES = (  # (name, overrides of TrainConfig)
 
 
 def main(minilm: Path, out: Path, budget_s: float) -> None:
-    import optimize.train_qa as train_qa
-    from optimize import prune_qa
+    import optimize.train.finetune_qa as train_qa
+    from optimize.prune import encoder as prune_qa
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     started, sweep = time.perf_counter(), []

@@ -80,7 +80,7 @@ def main() -> None:
         shoot(args.url, ready_qa_variants(args.url, None, args.timeout), args.output, args.chromium)
         return
     sys.path.insert(0, str(REPO_ROOT))
-    from optimize.bench import app_process
+    from optimize.bench.app_timing import app_process
 
     with app_process() as (url, server):
         shoot(url, ready_qa_variants(url, server, args.timeout), args.output, args.chromium)

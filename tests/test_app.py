@@ -2,7 +2,6 @@
 import pytest
 from gradio_client import Client
 
-
 SEED = ("The first little pig was very lazy. The second little pig worked a little bit harder but he was "
         "somewhat lazy too and he built his house out of sticks.")
 
@@ -69,7 +68,7 @@ def test_http_api_answers_like_gradio_client(client, app_url):
     for embedders returns the same answer as gradio_client, and its errors surface as errors."""
     import httpx
 
-    from optimize.bench import http_api_call
+    from optimize.bench.app_timing import http_api_call
 
     expected = client.predict(SEED, "Who worked harder?", "baseline", api_name="/qa")
     with httpx.Client(base_url=app_url, timeout=60) as http:

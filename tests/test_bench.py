@@ -1,7 +1,8 @@
 """The bench's arithmetic: which rows the ratios compare, and the table that reports them; the llama.cpp peer."""
 import pytest
 
-from optimize.bench import Bench, Result, markdown, ratios
+from optimize.bench.run import Bench, Result
+from optimize.bench.tables import markdown, ratios
 
 
 def results(qa_best_ms=10.0, gen_best_tps=100.0):
@@ -43,7 +44,7 @@ def test_a_qa_only_run_keeps_the_generation_rows_of_the_previous_run_and_says_wh
     import json
     from dataclasses import asdict
 
-    from optimize.bench import carry_other_tasks
+    from optimize.bench.tables import carry_other_tasks
 
     previous = Bench(machine={}, config={}, results=results(), created="2026-01-01 10:00 UTC",
                      memory={"bandwidth_gbs": 40.0, "f1": {"baseline": 1.0}})
@@ -76,7 +77,7 @@ def test_optimized_is_compared_with_llama_cpp_on_decode_overall_and_first_token(
 
 
 def test_decode_rate_leaves_the_first_token_out():
-    from optimize.bench import decode_rate
+    from optimize.bench.run import decode_rate
 
     # 65 tokens in 1,100 ms, the first after 300 ms: 64 tokens in 800 ms
     assert decode_rate({"new_tokens": 65, "ttft_ms": 300.0, "latency_ms": {"model": 1100.0}}) == 80.0
@@ -85,7 +86,7 @@ def test_decode_rate_leaves_the_first_token_out():
 def test_llama_cpp_is_skipped_with_one_line_when_not_installed(monkeypatch, caplog, tmp_path):
     import sys
 
-    from optimize.bench import llama_cpp_contender
+    from optimize.bench.contenders import llama_cpp_contender
 
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # import fails as when it is not installed
     with caplog.at_level("WARNING"):
@@ -102,7 +103,7 @@ def test_llama_cpp_runs_in_its_own_process_and_answers_as_in_process():
 
     from models import generation
     from models.sources import smollm2_gguf
-    from optimize.bench import llama_cpp_contender
+    from optimize.bench.contenders import llama_cpp_contender
 
     gguf = smollm2_gguf()
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)

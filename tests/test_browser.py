@@ -6,7 +6,6 @@ import pytest
 from models.catalog import VARIANT_COLORS
 from scripts.screenshot import HEADROOM
 
-
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed (apt-get install chromium)")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -5,9 +5,9 @@ import numpy as np
 import onnx
 
 from models import generation, qa
+from models.manifest import read_manifest, sha256
 from models.runners import load_runner
 from optimize.build import build_onnx
-from models.manifest import read_manifest, sha256
 
 
 def test_optimized_variants_are_fused_onnx_with_a_complete_manifest(built_presets, tiny_qa_dir):
@@ -34,7 +34,7 @@ def test_optimized_variants_are_fused_onnx_with_a_complete_manifest(built_preset
 
 
 def test_qa_int8_recipe_quantizes(tiny_qa_dir):
-    from optimize.build import named_recipe
+    from optimize.quantize.recipes import named_recipe
     from tests.tiny import tiny_preset
 
     preset = tiny_preset("qa", tiny_qa_dir, name="tiny-qa-int8")
@@ -85,7 +85,7 @@ def test_onnx_decoder_emits_the_same_greedy_tokens_as_pytorch(tmp_path):
     on an fp32 build it must produce exactly PyTorch's greedy tokens, through the streamer too,
     decoding into one pre-allocated key/value buffer per layer (GroupQueryAttention shares it),
     from the cached key/values of the chat template's fixed start."""
-    from optimize.build import OnnxRecipe
+    from optimize.quantize.recipes import OnnxRecipe
     from tests.tiny import tiny_llama, tiny_preset
 
     tiny_llama_dir = tiny_llama(tmp_path / "varied", init_range=0.2)  # tokens that depend on the prompt
@@ -110,15 +110,14 @@ def test_onnx_decoder_emits_the_same_greedy_tokens_as_pytorch(tmp_path):
 
 
 def test_smoothquant_moves_activation_range_into_weights_without_changing_the_model(tiny_llama_dir, tmp_path):
-    """optimize/smooth.py rescales channels between RMSNorm/up/v and the MLP and attention
+    """optimize/quantize/smooth.py rescales channels between RMSNorm/up/v and the MLP and attention
     weights: the fp32 model must compute the same logits, while the largest input channels shrink."""
     import torch
-
     from transformers import AutoTokenizer
 
     from models.runners import load_causal_lm
-    from optimize.build import save_model_like
-    from optimize.smooth import smooth_attention, smooth_mlps
+    from optimize.export.onnx import save_model_like
+    from optimize.quantize.smooth import smooth_attention, smooth_mlps
 
     original = load_causal_lm(tiny_llama_dir)
     with torch.no_grad():  # outlier channels, as real decoders have
@@ -137,13 +136,14 @@ def test_smoothquant_moves_activation_range_into_weights_without_changing_the_mo
 
 
 def test_int8_sensitive_layers_keep_fp32_attention(tiny_llama_dir, tmp_path):
-    """optimize/sensitivity.py emulates INT8 attention one layer at a time: a layer whose
+    """optimize/prune/sensitivity.py emulates INT8 attention one layer at a time: a layer whose
     attention input has an outlier channel (its int8 blocks lose the rest) must be the one the
     build keeps in fp32, while the other layer's attention goes INT8."""
     import torch
 
     from models.runners import load_causal_lm
-    from optimize.build import OnnxRecipe, save_model_like
+    from optimize.export.onnx import save_model_like
+    from optimize.quantize.recipes import OnnxRecipe
     from tests.tiny import tiny_preset
 
     model = load_causal_lm(tiny_llama_dir)
@@ -163,8 +163,8 @@ def test_int8_sensitive_layers_keep_fp32_attention(tiny_llama_dir, tmp_path):
 def test_reference_continuations_batched_in_pytorch_are_the_one_at_a_time_tokens(tmp_path):
     """The build's reference side decodes PyTorch prompts in left-padded batches (minutes saved on
     a clean build); the tokens must be what one prompt at a time gives, stopping at end of turn."""
-    from optimize.accuracy import CONTINUATION_TOKENS, greedy_continuations
-    from optimize.heldout import PROMPTS
+    from optimize.evaluate.accuracy import CONTINUATION_TOKENS, greedy_continuations
+    from optimize.evaluate.heldout import PROMPTS
     from tests.tiny import tiny_llama
 
     runner = load_runner("generation", "baseline", "torch", tiny_llama(tmp_path / "varied", init_range=0.2))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -253,7 +252,7 @@ def test_a_two_window_context_keeps_the_one_window_speedup_through_the_app(app_c
     import numpy as np
     from transformers import AutoTokenizer
 
-    from optimize.report import QA_QUESTION, qa_context
+    from optimize.publish.report import QA_QUESTION, qa_context
 
     client, _ = app_client
     tokenizer = AutoTokenizer.from_pretrained(QA_WEIGHTS)

@@ -1,7 +1,7 @@
 import pytest
 
-from optimize.gates import AgreementBelowGate, AgreementGuard, GateFailed, check, failures, promise_line
-from optimize.intervals import delta_text, paired_delta
+from optimize.evaluate.gates import AgreementBelowGate, AgreementGuard, GateFailed, check, failures, promise_line
+from optimize.evaluate.intervals import delta_text, paired_delta
 
 
 def test_an_exact_export_is_gated_on_agreeing_with_its_source():

@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from models.errors import VariantUnavailable
-from optimize import gguf_graft, gguf_grid
-from optimize.build import OnnxRecipe, default_recipe, genai_build, named_recipe
+from optimize.export import gguf_graft, gguf_grid
+from optimize.export.onnx import genai_build
+from optimize.quantize.recipes import OnnxRecipe, default_recipe, named_recipe
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +102,7 @@ def test_a_decoder_from_a_gguf_starts_its_ladder_with_the_gguf_recipe(generation
     """Generation variants that descend from a GGUF try `gguf-q4` first (fp32 compute), then the INT8
     ladder; other decoders keep the INT8 ladder; `--recipe gguf-q4` on a non-GGUF source is refused."""
     from models.catalog import default_preset
-    from optimize.build import recipe_ladder
+    from optimize.quantize.recipes import recipe_ladder
 
     assert named_recipe("generation", "gguf-q4") == OnnxRecipe(exporter="gguf-grid", weight_only_bits=4, block_size=32,
                                                                 quantize=False)  # fp32 compute

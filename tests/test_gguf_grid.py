@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from models.errors import VariantUnavailable
-from optimize import gguf_grid
+from optimize.export import gguf_grid
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """The public instruction set (issue 13): well formed, and its checks pass what they should and only that."""
-from optimize.instructions import load, passes
+from optimize.evaluate.instructions import load, passes
 
 
 def test_the_set_has_about_sixty_prompts_of_four_kinds_each_with_a_check():
@@ -34,7 +34,7 @@ def test_pytorch_variants_are_scored_on_the_apps_own_answers(tmp_path):
     """A PyTorch variant's answers are decoded in batches: each text must be what the app answers."""
     from models import generation
     from models.runners import load_runner
-    from optimize import instructions
+    from optimize.evaluate import instructions
     from tests.tiny import tiny_llama
 
     runner = load_runner("generation", "baseline", "torch", tiny_llama(tmp_path / "varied", init_range=0.2))

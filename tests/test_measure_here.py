@@ -17,7 +17,7 @@ def client(built_presets):
 
     from app import serve
     from models.showdown import Showdown
-    from optimize.report import ReportConfig, measure_task
+    from optimize.publish.report import ReportConfig, measure_task
 
     showdown = Showdown(presets=dict(built_presets))
 

@@ -9,7 +9,7 @@ from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 from models import qa
 from models.runners import load_runner
 from optimize.build import build_onnx
-from optimize.prune_qa import PruneConfig, importance, prune
+from optimize.prune.encoder import PruneConfig, importance, prune
 from tests.tiny import tiny_llama, tiny_preset
 
 
@@ -51,7 +51,7 @@ def test_pruned_model_is_smaller_dense_and_reloads(tiny_qa_dir, tmp_path):
 
 
 def test_encoder_layer_dropping_keeps_pruned_heads_and_reloads(tiny_qa_dir, tmp_path):
-    from optimize.prune_qa import drop_layers
+    from optimize.prune.encoder import drop_layers
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_qa_dir)
     model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir, attn_implementation="eager")
@@ -71,8 +71,9 @@ def test_decoder_pruning_drops_layers_and_neurons_and_still_generates(tiny_llama
     from transformers import AutoModelForCausalLM
 
     from models import generation
-    from optimize.prune_generation import DecoderPruneConfig, importance as decoder_importance
-    from optimize.prune_generation import prune as decoder_prune
+    from optimize.prune.decoder import DecoderPruneConfig
+    from optimize.prune.decoder import importance as decoder_importance
+    from optimize.prune.decoder import prune as decoder_prune
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
     texts = [tokenizer("the quick brown fox jumps over the lazy dog", return_tensors="pt").input_ids]
@@ -95,7 +96,8 @@ def test_decoder_recovery_delta_reassembles_the_recovered_model(tmp_path):
     from the unpruned baseline (what `build --variant pruned` does on a fresh clone)."""
     from transformers import AutoModelForCausalLM
 
-    from optimize import prune_generation as pg
+    from optimize.prune import decoder
+    from optimize.train import recover_decoder as recover
 
     baseline_dir = tiny_llama(tmp_path / "base", layers=4)
     tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
@@ -103,22 +105,22 @@ def test_decoder_recovery_delta_reassembles_the_recovered_model(tmp_path):
     student = AutoModelForCausalLM.from_pretrained(baseline_dir).eval()
     texts = [tokenizer(t, return_tensors="pt").input_ids for t in
              ("the quick brown fox jumps over the lazy dog", "a pig built a house of sticks", "hello there friend")]
-    influence, neurons = pg.importance(student, texts)
-    dropped, kept = pg.plan(influence, neurons, pg.DecoderPruneConfig(layers_dropped=1, ffn_kept=64))
-    pg.prune_with_plan(student, dropped, kept)
-    pg.add_lora(student, rank=4, alpha=8)
+    influence, neurons = decoder.importance(student, texts)
+    dropped, kept = decoder.plan(influence, neurons, decoder.DecoderPruneConfig(layers_dropped=1, ffn_kept=64))
+    decoder.prune_with_plan(student, dropped, kept)
+    recover.add_lora(student, rank=4, alpha=8)
     trainable = sum(p.numel() for p in student.parameters() if p.requires_grad)
     assert 0 < trainable < 0.2 * sum(p.numel() for p in student.parameters())
-    losses = pg.recover(student, teacher, texts, tokenizer.pad_token_id or 0,
-                        pg.RecoveryConfig(steps=30, batch_size=2, learning_rate=1e-2))
+    losses = recover.recover(student, teacher, texts, tokenizer.pad_token_id or 0,
+                        recover.RecoveryConfig(steps=30, batch_size=2, learning_rate=1e-2))
     assert losses[-1] < losses[0]  # distillation moves the student toward the teacher
-    delta = pg.merge_lora(student)
-    pg.add_lora(student, rank=2, alpha=4)  # a second round on top (a lent GPU distils longer)
-    pg.recover(student, teacher, texts, tokenizer.pad_token_id or 0, pg.RecoveryConfig(steps=5, batch_size=2, learning_rate=1e-2))
-    delta = pg.stack_deltas(delta, pg.merge_lora(student))
+    delta = recover.merge_lora(student)
+    recover.add_lora(student, rank=2, alpha=4)  # a second round on top (a lent GPU distils longer)
+    recover.recover(student, teacher, texts, tokenizer.pad_token_id or 0, recover.RecoveryConfig(steps=5, batch_size=2, learning_rate=1e-2))
+    delta = decoder.stack_deltas(delta, recover.merge_lora(student))
     assert delta["layers.0.mlp.down_proj.lora_A"].shape[0] == 6
-    pg.save_recovery(tmp_path / "recipe", dropped, kept, delta, {"note": "test"})
-    rebuilt = AutoModelForCausalLM.from_pretrained(pg.assemble(baseline_dir, tmp_path / "recipe", tmp_path / "out")).eval()
+    decoder.save_recovery(tmp_path / "recipe", dropped, kept, delta, {"note": "test"})
+    rebuilt = AutoModelForCausalLM.from_pretrained(decoder.assemble(baseline_dir, tmp_path / "recipe", tmp_path / "out")).eval()
     ids = texts[0]
     with torch.inference_mode():
         np.testing.assert_allclose(rebuilt(ids).logits, student(ids).logits, atol=2e-2)
@@ -132,64 +134,66 @@ def test_a_stopped_recovery_continues_from_its_checkpoint_to_the_same_weights(tm
     recovery is refused, not silently mixed in."""
     from transformers import AutoModelForCausalLM
 
-    from optimize import prune_generation as pg
+    from optimize.prune import decoder
+    from optimize.train import recover_decoder as recover
 
     baseline_dir = tiny_llama(tmp_path / "base", layers=3)
     tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
     teacher = AutoModelForCausalLM.from_pretrained(baseline_dir).eval()
     texts = [tokenizer(t, return_tensors="pt").input_ids for t in
              ("the quick brown fox jumps over the lazy dog", "a pig built a house of sticks", "hello there friend")]
-    config = pg.RecoveryConfig(steps=7, batch_size=2, learning_rate=1e-2, checkpoint_every=2)
-    dropped, kept = pg.plan(*pg.importance(teacher, texts), pg.DecoderPruneConfig(layers_dropped=1, ffn_kept=64))
+    config = recover.RecoveryConfig(steps=7, batch_size=2, learning_rate=1e-2, checkpoint_every=2)
+    dropped, kept = decoder.plan(*decoder.importance(teacher, texts), decoder.DecoderPruneConfig(layers_dropped=1, ffn_kept=64))
 
     def student(seed: int = 0):
         torch.manual_seed(seed)  # another seed: another process's adapter initialisation
         model = AutoModelForCausalLM.from_pretrained(baseline_dir).eval()
-        pg.prune_with_plan(model, dropped, kept)
-        pg.add_lora(model, rank=2, alpha=4)
+        decoder.prune_with_plan(model, dropped, kept)
+        recover.add_lora(model, rank=2, alpha=4)
         return model
 
     uninterrupted = student()
-    expected = pg.recover(uninterrupted, teacher, texts, 0, config)
+    expected = recover.recover(uninterrupted, teacher, texts, 0, config)
     checkpoint = tmp_path / "job" / "checkpoint.pt"
     stopped = student()
-    assert len(pg.recover(stopped, teacher, texts, 0, config, checkpoint=checkpoint, stop_after=3)) == 3
-    first_run_s = pg.checkpoint_seconds(checkpoint)
+    assert len(recover.recover(stopped, teacher, texts, 0, config, checkpoint=checkpoint, stop_after=3)) == 3
+    first_run_s = recover.checkpoint_seconds(checkpoint)
     assert first_run_s > 0
     continued = student(seed=123)  # the checkpoint replaces its adapters
-    losses = pg.recover(continued, teacher, texts, 0, config, checkpoint=checkpoint)
-    assert pg.checkpoint_seconds(checkpoint) > first_run_s  # the job's training time counts both runs
+    losses = recover.recover(continued, teacher, texts, 0, config, checkpoint=checkpoint)
+    assert recover.checkpoint_seconds(checkpoint) > first_run_s  # the job's training time counts both runs
     assert losses == expected
     for (name, ours), (_, theirs) in zip(continued.named_parameters(), uninterrupted.named_parameters()):
         torch.testing.assert_close(ours, theirs, msg=name)
     with pytest.raises(ValueError, match="another recovery"):
-        pg.recover(student(), teacher, texts, 0, pg.RecoveryConfig(steps=9, batch_size=2), checkpoint=checkpoint)
+        recover.recover(student(), teacher, texts, 0, recover.RecoveryConfig(steps=9, batch_size=2), checkpoint=checkpoint)
 
 
 def test_fully_fine_tuned_decoder_is_committed_as_an_int8_delta_that_reassembles(tmp_path):
     """A lent GPU trains every block weight; the int8 row-scaled delta rebuilds what was measured."""
     from transformers import AutoModelForCausalLM
 
-    from optimize import prune_generation as pg
+    from optimize.prune import decoder
+    from optimize.train import recover_decoder as recover
 
     baseline_dir = tiny_llama(tmp_path / "base", layers=3)
     tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
     teacher = AutoModelForCausalLM.from_pretrained(baseline_dir).eval()
     student = AutoModelForCausalLM.from_pretrained(baseline_dir).eval()
     kept = {i: torch.arange(64) for i in range(2)}
-    pg.prune_with_plan(student, [1], kept)
+    decoder.prune_with_plan(student, [1], kept)
     pruned_weights = {n: p.detach().clone() for n, p in student.model.layers.named_parameters()}
     student.requires_grad_(False)
     student.model.layers.requires_grad_(True)
     texts = [tokenizer(t, return_tensors="pt").input_ids for t in ("the pig built a house", "hello there friend")]
-    losses = pg.recover(student, teacher, texts, tokenizer.pad_token_id or 0,
-                        pg.RecoveryConfig(steps=8, batch_size=2, learning_rate=1e-2, hidden_weight=1.0), kept_layers=[0, 2])
+    losses = recover.recover(student, teacher, texts, tokenizer.pad_token_id or 0,
+                        recover.RecoveryConfig(steps=8, batch_size=2, learning_rate=1e-2, hidden_weight=1.0), kept_layers=[0, 2])
     assert losses[-1] < losses[0]  # KL plus the kept layers' hidden-state error falls
-    delta = pg.full_delta(student, pruned_weights)
+    delta = decoder.full_delta(student, pruned_weights)
     assert delta["layers.0.mlp.down_proj.delta_int8"].dtype == torch.int8
     assert delta["layers.0.mlp.down_proj.delta_int8"].abs().max() == 127  # each row's largest move is its scale
-    pg.save_recovery(tmp_path / "recipe", [1], kept, delta, {"note": "test"})
-    rebuilt = AutoModelForCausalLM.from_pretrained(pg.assemble(baseline_dir, tmp_path / "recipe", tmp_path / "out")).eval()
+    decoder.save_recovery(tmp_path / "recipe", [1], kept, delta, {"note": "test"})
+    rebuilt = AutoModelForCausalLM.from_pretrained(decoder.assemble(baseline_dir, tmp_path / "recipe", tmp_path / "out")).eval()
     with torch.inference_mode():
         np.testing.assert_allclose(rebuilt(texts[0]).logits, student.eval()(texts[0]).logits, atol=1e-4)
         assert not torch.allclose(rebuilt.model.layers[0].mlp.down_proj.weight, pruned_weights["0.mlp.down_proj.weight"])
@@ -203,19 +207,19 @@ def test_globally_pruned_decoder_has_per_layer_widths_in_pytorch_and_onnx(tmp_pa
     from transformers import AutoModelForCausalLM
 
     from models import generation
-    from optimize import prune_generation as pg
-    from optimize.build import OnnxRecipe
+    from optimize.prune import decoder
+    from optimize.quantize.recipes import OnnxRecipe
 
     baseline_dir = tiny_llama(tmp_path / "base", layers=3)
     tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
     model = AutoModelForCausalLM.from_pretrained(baseline_dir).eval()
-    _, neurons = pg.importance(model, [tokenizer("the quick brown fox jumps over the lazy dog", return_tensors="pt").input_ids])
+    _, neurons = decoder.importance(model, [tokenizer("the quick brown fox jumps over the lazy dog", return_tensors="pt").input_ids])
     neurons[1] *= 0.01  # a quiet middle layer: a global ranking takes most of its neurons
-    dropped, kept = pg.plan(torch.zeros(3), neurons, pg.DecoderPruneConfig(layers_dropped=0, ffn_pruned_share=0.3))
-    widths = pg.ffn_widths(kept)
-    assert dropped == [] and len(set(widths)) > 1 and all(w % pg.FFN_BLOCK == 0 for w in widths)
-    assert sum(widths) <= 0.7 * 3 * 128 + 3 * pg.FFN_BLOCK and widths[1] < widths[0]
-    pg.prune_with_plan(model, dropped, kept)
+    dropped, kept = decoder.plan(torch.zeros(3), neurons, decoder.DecoderPruneConfig(layers_dropped=0, ffn_pruned_share=0.3))
+    widths = decoder.ffn_widths(kept)
+    assert dropped == [] and len(set(widths)) > 1 and all(w % decoder.FFN_BLOCK == 0 for w in widths)
+    assert sum(widths) <= 0.7 * 3 * 128 + 3 * decoder.FFN_BLOCK and widths[1] < widths[0]
+    decoder.prune_with_plan(model, dropped, kept)
     model.save_pretrained(tmp_path / "pruned")
     tokenizer.save_pretrained(tmp_path / "pruned")
     torch_runner = load_runner("generation", "pruned", "torch", tmp_path / "pruned")
@@ -236,8 +240,8 @@ def test_globally_pruned_decoder_has_per_layer_widths_in_pytorch_and_onnx(tmp_pa
 
 
 def test_recovery_prompts_never_reuse_a_heldout_prompt_or_topic():
-    from optimize.heldout import PROMPTS
-    from optimize.recovery_prompts import TOPICS, prompts
+    from optimize.evaluate.heldout import PROMPTS
+    from optimize.train.recovery_prompts import TOPICS, prompts
 
     chosen = prompts(["Who built the house of sticks?", "What is the Yuan dynasty?"], count=64)
     assert len(chosen) == len(set(chosen)) and "Who built the house of sticks?" in chosen
@@ -261,8 +265,8 @@ def _topic_words(chosen: list[str], templates) -> set[str]:
 
 def test_recovery_prompts_share_no_topic_word_with_the_instruction_set():
     """The instruction set gates a pruned model: what recovery distils on must not teach it."""
-    from optimize.instructions import load
-    from optimize.recovery_prompts import TEMPLATES, TOPICS, prompts
+    from optimize.evaluate.instructions import load
+    from optimize.train.recovery_prompts import TEMPLATES, TOPICS, prompts
 
     chosen = prompts([], count=640)
     added = _topic_words(chosen, TEMPLATES)
@@ -274,8 +278,8 @@ def test_recovery_prompts_share_no_topic_word_with_the_instruction_set():
 def test_format_prompts_share_no_topic_word_with_the_instruction_set():
     """The instruction set measures the pruned model; the format prompts that recovery distils on
     must not teach it: no prompt of the set, and no topic that shares a word with one."""
-    from optimize.instructions import load
-    from optimize.recovery_prompts import FORMAT_TEMPLATES, format_prompts
+    from optimize.evaluate.instructions import load
+    from optimize.train.recovery_prompts import FORMAT_TEMPLATES, format_prompts
 
     measured = [item["prompt"] for item in load()]
     chosen = format_prompts()
@@ -288,8 +292,8 @@ def test_teacher_chats_are_the_teachers_one_at_a_time_answers(tmp_path):
     """Recovery distils on the teacher's greedy answers, generated in left-padded batches: each must
     be what the teacher answers to that prompt alone, cut after its end of turn."""
     from models import generation
-    from optimize.heldout import PROMPTS
-    from optimize.prune_generation import teacher_chats
+    from optimize.evaluate.heldout import PROMPTS
+    from optimize.train.recover_decoder import teacher_chats
 
     runner = load_runner("generation", "baseline", "torch", tiny_llama(tmp_path / "varied", init_range=0.2))
     prompts = list(PROMPTS[:12])

@@ -15,7 +15,7 @@ def test_push_uploads_every_ready_variant_with_card_and_report_and_pull_loads_th
         f"presets = {{t: tiny_preset(t, Path(p)) for t, p in {json.dumps({t: str(p.variant('baseline').source.location) for t, p in built_presets.items()})}.items()}}\n"
     )
     push = setup + (
-        "from optimize.push import push\n"
+        "from optimize.publish.push import push\n"
         "print('PUSHED', push('showdown-org/demo', Showdown(presets=presets)))\n"
     )
     with FakeHub() as hub:

@@ -89,7 +89,7 @@ def test_windows_from_cached_context_tokens_equal_the_tokenizers_own(tokenizer):
     """preprocess tokenises a context once and assembles [CLS] question [SEP] window [SEP] itself:
     the windows (ids, masks, token types, offsets, overlap, padding) must be exactly the
     tokenizer's, for short, multi-window and awkward contexts."""
-    from optimize import squad
+    from optimize.evaluate import squad
 
     cases = [("Who?", "A"), ("  Where is it?", "Café au lait — naïve “quotes”, tabs\tand\nnewlines.  "),
              ("Which word comes last?", " ".join(f"word{i}" for i in range(1500))),

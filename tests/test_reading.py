@@ -1,5 +1,5 @@
 """Reading comprehension for decoders: SQuAD questions about a given paragraph, scored with SQuAD F1."""
-from optimize.reading import answer_text, measure, questions
+from optimize.evaluate.reading import answer_text, measure, questions
 from tests.conftest import requires_squad
 
 
@@ -16,7 +16,7 @@ def test_every_held_out_answerable_question_is_asked_and_scored_per_question(tmp
     decodes."""
     from models import generation
     from models.runners import load_runner
-    from optimize.reading import PROMPT
+    from optimize.evaluate.reading import PROMPT
     from tests.tiny import tiny_llama
 
     data = questions()

@@ -6,7 +6,7 @@ from PIL import Image, ImageColor
 from models.catalog import REPO_ROOT, VARIANT_COLORS
 from models.reports import Report, Row, load_length_table, load_report_table, report_chart
 from models.showdown import Showdown
-from optimize.report import ReportConfig, measure_task, qa_context
+from optimize.publish.report import ReportConfig, measure_task, qa_context
 
 
 def test_report_measures_ready_variants_side_by_side_and_round_trips(built_presets, tmp_path):

@@ -11,6 +11,7 @@ import pytest
 from models.catalog import REPO_ROOT
 from models.errors import VariantUnavailable
 from models.showdown import Showdown
+from optimize.first_start import build_missing
 from tests.tiny import tiny_preset
 
 QUANTIZER_LINES = ("Quantization parameters for tensor", "Ignore MatMul", "pre-processing before quantization")
@@ -19,11 +20,11 @@ QUANTIZER_LINES = ("Quantization parameters for tensor", "Ignore MatMul", "pre-p
 def test_first_start_builds_missing_variants_quietly_and_reports_progress(tiny_qa_dir, caplog, capsys):
     caplog.set_level(logging.INFO)  # the root logger too: where onnxruntime's quantizer logs its per-tensor lines
     preset = tiny_preset("qa", tiny_qa_dir, name="tiny-qa-first-start")
-    showdown = Showdown(presets={"qa": preset}, measure_builds=False)
+    showdown = Showdown(presets={"qa": preset})
     assert showdown.variant_status("qa", "optimized")["status"] == "unavailable"
     assert showdown.missing_builds() == [("qa", "optimized")]
     seen = []
-    showdown.build_missing(progress=lambda m: seen.append((m, showdown.variant_status("qa", "optimized")["status"])))
+    build_missing(showdown, progress=lambda m: seen.append((m, showdown.variant_status("qa", "optimized")["status"])), evaluate=False)
     assert any("exporting" in message and status == "building" for message, status in seen)
     assert showdown.variant_status("qa", "optimized")["status"] == "ready"
     assert showdown.missing_builds() == []
@@ -32,15 +33,15 @@ def test_first_start_builds_missing_variants_quietly_and_reports_progress(tiny_q
         assert line not in caplog.text + terminal.out + terminal.err
     for stage in ("exporting baseline to ONNX", "ORT graph optimization level 2", "dynamic INT8 quantization"):
         assert f"tiny-qa-first-start/optimized: {stage} |████████████|" in terminal.err  # a full bar per stage
-    summary = [r.getMessage() for r in caplog.records if r.name == "showdown"]
+    summary = [r.getMessage() for r in caplog.records if r.name == "optimize.first_start"]
     assert any(line.startswith("qa/optimized: ready, ") and " MB, accuracy not measured" in line for line in summary)
     assert any(line.startswith("qa/baseline: ready, ") for line in summary)
 
 
 def test_a_corrupt_variant_is_rebuilt_by_the_background_builder_and_then_served(tiny_qa_dir):
     preset = tiny_preset("qa", tiny_qa_dir, name="tiny-qa-rebuild")
-    showdown = Showdown(presets={"qa": preset}, measure_builds=False)
-    showdown.build_missing(progress=lambda m: None)
+    showdown = Showdown(presets={"qa": preset})
+    build_missing(showdown, progress=lambda m: None, evaluate=False)
     onnx = preset.built_dir("optimized") / "model.onnx"
     onnx.write_bytes(onnx.read_bytes()[:1000])
     status = showdown.variant_status("qa", "optimized")
@@ -48,7 +49,7 @@ def test_a_corrupt_variant_is_rebuilt_by_the_background_builder_and_then_served(
     with pytest.raises(VariantUnavailable, match="python -m optimize build"):
         showdown.answer("The second pig worked harder.", "Who worked harder?", "optimized")
     assert showdown.missing_builds() == [("qa", "optimized")]
-    showdown.build_missing(progress=lambda m: None)
+    build_missing(showdown, progress=lambda m: None, evaluate=False)
     assert showdown.variant_status("qa", "optimized")["status"] == "ready"
     assert showdown.answer("The second pig worked harder.", "Who worked harder?", "optimized")["latency_ms"]["total"] > 0
 
@@ -82,7 +83,7 @@ def test_status_shows_the_steps_built_and_the_rejected_recipe_in_one_line(tiny_q
             return {"agreement_pct": 50.0, "overall_f1": 40.0, "reference_overall_f1": 45.0}
         return {"agreement_pct": 100.0}
 
-    monkeypatch.setattr("optimize.accuracy.measure", measured)
+    monkeypatch.setattr("optimize.evaluate.accuracy.measure", measured)
     preset = tiny_preset("qa", tiny_qa_dir, name="tiny-qa-rejected")
     build_onnx(preset, "optimized", progress=lambda m: None)
     showdown = Showdown(presets={"qa": preset})
@@ -115,8 +116,8 @@ def test_run_order_rotates_so_no_variant_always_goes_first(tiny_qa_dir):
 def test_a_failed_build_is_reported_and_does_not_stop_the_others(tmp_path):
     (tmp_path / "config.json").write_text("{not json")  # weights that look present but cannot load
     preset = tiny_preset("qa", tmp_path, name="tiny-broken")
-    showdown = Showdown(presets={"qa": preset}, measure_builds=False)
-    showdown.build_missing(progress=lambda m: None)
+    showdown = Showdown(presets={"qa": preset})
+    build_missing(showdown, progress=lambda m: None, evaluate=False)
     status = showdown.variant_status("qa", "optimized")
     assert status["status"] == "unavailable" and "build failed" in status["detail"]
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from models.catalog import REPO_ROOT
-from optimize.deploy_space import space_files
+from optimize.publish.space import space_files
 from tests.fake_hub import FakeHub
 from tests.test_push import TOKEN
 
@@ -33,7 +33,7 @@ def test_deploy_uploads_the_app_points_it_at_the_pushed_repos_and_the_space_star
         files = hub.repos[SPACE]
         assert hub.repo_types[SPACE] == "space" and hub.variables[SPACE] == {"SHOWDOWN_HUB_PREFIX": PREFIX}
         assert sorted(files) == sorted(space_files())
-        for name in ("app.py", "README.md", "requirements.txt", "models/showdown.py", "optimize/deploy_space.py",
+        for name in ("app.py", "README.md", "requirements.txt", "models/showdown.py", "optimize/publish/space.py",
                      "reports/qa.json", "reports/qa.png", "docs/screenshot.png"):
             assert name in files, name
         assert not [n for n in files if re.match(r"(tests|weights|artifacts|runs|\.github|\.ci)/|.*\.pyc$|requirements-", n)]
@@ -50,9 +50,9 @@ def test_deploy_uploads_the_app_points_it_at_the_pushed_repos_and_the_space_star
             (space / name).write_bytes(content)
         artifacts = tmp_path / "space-artifacts"
         start = (
-            "import app\nfrom models.showdown import Showdown\n"
+            "import app\nfrom models.showdown import Showdown\nfrom optimize.first_start import build_missing\n"
             "print('APP', app.__file__)\ns = Showdown.from_environment()\napp.build_ui(s)\n"
-            "s.build_missing(progress=lambda message: None)\n"
+            "build_missing(s, progress=lambda message: None)\n"
             "print('STATUS', {(v['task'], v['variant']): v['status'] for v in s.variants()})\n"
             "print('QA', s.answer('The second pig worked.', 'Who worked?', 'baseline')['latency_ms']['total'] > 0)\n"
         )
@@ -93,7 +93,7 @@ def test_the_workflow_is_a_thin_shell_over_the_module_and_installs_only_huggingf
     assert env == {"HF_TOKEN": "${{ secrets.HF_TOKEN }}", "HF_SPACE": "${{ vars.HF_SPACE }}",
                    "SHOWDOWN_HUB_PREFIX": "${{ vars.SHOWDOWN_HUB_PREFIX }}"}
     with FakeHub() as hub:  # what that runner has: huggingface_hub, nothing heavier imported
-        imported = hub.run_python("import sys\nimport optimize.deploy_space\nprint(sorted(m for m in "
+        imported = hub.run_python("import sys\nimport optimize.publish.space\nprint(sorted(m for m in "
                                   "('torch', 'transformers', 'onnxruntime', 'gradio', 'numpy') if m in sys.modules))",
                                   tmp_path)
     assert imported.stdout.strip() == "[]", imported.stderr[-2000:]

@@ -7,8 +7,8 @@ from transformers import AutoTokenizer
 
 from models.qa import QAConfig
 from models.sources import minilm_path
-from optimize.squad import Example
-from optimize.train_qa import TrainConfig, answerability_loss, epoch_features, training_features
+from optimize.evaluate.squad import Example
+from optimize.train.finetune_qa import TrainConfig, answerability_loss, epoch_features, training_features
 
 
 def test_labels_point_at_the_answer_tokens_and_cls_for_no_answer():
@@ -39,3 +39,50 @@ def test_margin_loss_rewards_a_high_null_score_only_for_unanswerable_windows():
     right = SimpleNamespace(start_logits=torch.tensor([[0.0, 0, 5, 0], [5.0, 0, 0, 0]]),
                             end_logits=torch.tensor([[0.0, 0, 5, 0], [5.0, 0, 0, 0]]))
     assert answerability_loss(right, batch) < min(answerability_loss(null_wins, batch), answerability_loss(span_wins, batch))
+
+
+def _tiny_run(tmp_path, seed: int = 0):
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+    from tests.tiny import tiny_qa
+
+    directory = tiny_qa(tmp_path / f"model-{seed}", seed=seed)
+    model = AutoModelForQuestionAnswering.from_pretrained(directory)
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    examples = [Example(id=str(i), article="pigs", context=f"Pig number {i} built a house of straw and sticks.",
+                        question=f"What did pig {i} build?", answers=("a house",),
+                        answer_starts=(len(f"Pig number {i} built "),)) for i in range(24)]
+    config = TrainConfig(output=tmp_path / "out", epochs=2, batch_size=4, learning_rate=1e-3, threads=1,
+                         answerable_first_epochs=0, bf16=False, device="cpu", checkpoint_every=2)
+    return model, tokenizer, training_features(tokenizer, examples, config.qa), config
+
+
+def test_a_stopped_run_continues_from_a_full_or_a_compact_checkpoint(tmp_path):
+    """Full: the same weights as an uninterrupted run. Compact (committable, fp16, no AdamW): it
+    continues to the end from the step it recorded, at a fraction of the full checkpoint's size."""
+    from optimize.train.loop import export_compact, fit
+
+    model, tokenizer, features, config = _tiny_run(tmp_path)
+    epochs: list[int] = []
+    fit(model, features, tokenizer.pad_token_id, config, lambda epoch: epochs.append(epoch) or 0.0)
+    uninterrupted = {k: v.clone() for k, v in model.state_dict().items()}
+
+    stopped, *_ = _tiny_run(tmp_path)  # the same start as the uninterrupted run
+    checkpoint = tmp_path / "job" / "checkpoint.pt"
+    fit(stopped, features, tokenizer.pad_token_id, config, lambda epoch: 0.0, checkpoint=checkpoint, stop_after=5)
+    compact = export_compact(checkpoint, tmp_path / "committed" / "job.pt")
+    assert compact.stat().st_size < 0.6 * checkpoint.stat().st_size
+
+    continued, *_ = _tiny_run(tmp_path, seed=2)  # the checkpoint replaces its weights
+    fit(continued, features, tokenizer.pad_token_id, config, lambda epoch: 0.0, checkpoint=checkpoint)
+    for name, tensor in continued.state_dict().items():
+        torch.testing.assert_close(tensor, uninterrupted[name], msg=name)
+
+    checkpoint.unlink()
+    compact.replace(checkpoint)  # what a fresh clone finds: only the committed compact checkpoint
+    from_compact, *_ = _tiny_run(tmp_path, seed=3)
+    scores = fit(from_compact, features, tokenizer.pad_token_id, config, lambda epoch: float(epoch), checkpoint=checkpoint)
+    assert scores == [1.0, 2.0]  # both epochs scored: it ran to the end from step 5
+    assert not torch.equal(from_compact.qa_outputs.weight, _tiny_run(tmp_path, seed=3)[0].qa_outputs.weight)
+    resumed = torch.load(checkpoint, weights_only=False)
+    assert resumed["progress"]["rewarm_from"] == 5 and "optimizer" in resumed  # full again after its first save

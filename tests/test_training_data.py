@@ -3,8 +3,8 @@ other-paragraph negatives teach; the test articles, the validation article and t
 everyday set only measure."""
 import pytest
 
-from optimize import squad
-from optimize.train_qa import TrainConfig, training_examples
+from optimize.evaluate import squad
+from optimize.train.finetune_qa import TrainConfig, training_examples
 from tests.conftest import requires_squad
 
 

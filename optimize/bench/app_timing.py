@@ -1,0 +1,108 @@
+"""The app itself as a contender: a real server in its own process, called through gradio_client,
+so the bench sees the overhead a visitor's call pays over the model time.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+from models.catalog import REPO_ROOT
+from models.timing import percentile, timed_rounds
+from optimize.bench.tables import BenchConfig, Result
+from optimize.publish.report import QA_QUESTION
+
+log = logging.getLogger(__name__)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def app_process() -> Iterator[tuple[str, subprocess.Popen]]:
+    """`python app.py` with no background builds on a free loopback port, for the block: the
+    bench's round trips and the scripts that time or photograph the real app share this one."""
+    port = free_port()
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", "SHOWDOWN_BUILD": "0"}
+    server = subprocess.Popen([sys.executable, "app.py"], cwd=REPO_ROOT, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield f"http://127.0.0.1:{port}/", server
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+FLOOR = "app (gradio_client), /variants"
+
+
+def bench_app(variant: str, context: str, config: BenchConfig) -> tuple[list[Result], dict[str, float]]:
+    """QA through the running app, two ways: gradio_client (the target's definition) and the app's
+    HTTP API on one keep-alive connection (what an embedding service would use). Overhead = round
+    trip − the app's own reported total. gradio_client polls its message queue every 50 ms
+    (gradio_client/utils.py, `time.sleep(0.05)` in get_pred_from_sse_v1plus), which quantises its
+    round trip; the HTTP API shows what the server itself adds, and gradio_client calling `/variants`
+    (no model) shows the client's own floor."""
+    import httpx
+
+    with app_process() as (base, server):
+        client = connect(base, server)
+        with httpx.Client(base_url=base, timeout=60) as http:
+            callers = {"app (gradio_client)": lambda: client.predict(context, QA_QUESTION, variant, api_name="/qa"),
+                       "app (HTTP API, keep-alive)": lambda: http_api_call(http, "qa", [context, QA_QUESTION, variant, False]),
+                       FLOOR: lambda: client.predict(api_name="/variants")}
+            runs = timed_rounds(callers, config.app_rounds, config.warmup)
+            floor = [1000 * seconds for seconds, _ in runs.pop(FLOOR)]
+            overheads = {FLOOR: percentile(floor, 50)}
+            results = [Result("app round trip, no model (/variants)", FLOOR, percentile(floor, 50), percentile(floor, 95),
+                              notes="gradio_client's own floor: the same client and server, nothing to compute")]
+            for contender, calls in runs.items():
+                trips = [1000 * seconds for seconds, _ in calls]
+                extra = [trip - answer["latency_ms"]["total"] for trip, (_, answer) in zip(trips, calls)]
+                overheads[contender] = percentile(extra, 50)
+                results.append(Result(f"app round trip, QA ~384 tokens, {variant}", contender,
+                                      percentile(trips, 50), percentile(trips, 95), answer=calls[-1][1]["answer"],
+                                      notes=f"overhead p50 {overheads[contender]:.1f} ms, p95 {percentile(extra, 95):.1f} ms"))
+        return results, overheads
+
+
+def http_api_call(http, api_name: str, data: list) -> dict:
+    """Gradio's documented HTTP API: POST /gradio_api/call/<name> → event id, then read the
+    server-sent events of GET /gradio_api/call/<name>/<event id> until `complete`."""
+    event_id = http.post(f"gradio_api/call/{api_name}", json={"data": data}).raise_for_status().json()["event_id"]
+    event = None
+    with http.stream("GET", f"gradio_api/call/{api_name}/{event_id}") as response:
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:") and event in ("complete", "error"):
+                if event == "error":
+                    raise RuntimeError(f"the app answered with an error: {line[5:].strip()}")
+                return json.loads(line[5:])[0]
+    raise RuntimeError("the app closed the event stream without a result")
+
+
+def connect(url: str, server: subprocess.Popen, timeout_s: float = 120):
+    """A gradio_client Client once the app answers (it fails fast if the server exited)."""
+    from gradio_client import Client
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return Client(url, verbose=False, download_files=False)
+        except Exception:  # noqa: BLE001 - not listening yet
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the app did not start at {url}") from None
+            time.sleep(0.5)
+
+
+# --- the physical limit for decoding --------------------------------------------------------------

@@ -1,0 +1,132 @@
+"""What users would pick instead of the project's variants, from the same baseline weights: the
+transformers pipeline, optimum's INT8 pipeline, llama.cpp on the GGUF (optional).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from models import generation
+from models.catalog import artifacts_root
+from models.runners import cpu_threads, session_options  # the same ORT settings for every contender
+
+log = logging.getLogger(__name__)
+
+
+def optimum_int8_dir(task: str, baseline_dir: Path) -> Path:
+    """optimum's default export + avx512_vnni dynamic quantization, built once into the artifacts cache."""
+    from optimum.onnxruntime import ORTModelForCausalLM, ORTModelForQuestionAnswering, ORTQuantizer
+    from optimum.onnxruntime.configuration import AutoQuantizationConfig
+
+    target = artifacts_root() / "bench" / f"{task}-optimum-int8"
+    if (target / "done").exists():
+        return target
+    cls = ORTModelForQuestionAnswering if task == "qa" else ORTModelForCausalLM
+    exported = target.with_name(target.name + "-fp32")
+    model = cls.from_pretrained(baseline_dir, export=True, **({} if task == "qa" else {"use_cache": True}))
+    model.save_pretrained(exported)
+    quantizer = ORTQuantizer.from_pretrained(exported)
+    quantizer.quantize(save_dir=target, quantization_config=AutoQuantizationConfig.avx512_vnni(is_static=False))
+    from transformers import AutoTokenizer
+    AutoTokenizer.from_pretrained(baseline_dir).save_pretrained(target)
+    (target / "done").write_text("ok\n")
+    return target
+
+
+def qa_pipelines(baseline_dir: Path) -> dict[str, Callable[[str, str], str]]:
+    from optimum.onnxruntime import ORTModelForQuestionAnswering
+    from optimum.pipelines import pipeline as optimum_pipeline
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer, pipeline
+
+    tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
+    fp32 = pipeline("question-answering", model=AutoModelForQuestionAnswering.from_pretrained(baseline_dir),
+                    tokenizer=tokenizer, device="cpu")
+    int8_dir = optimum_int8_dir("qa", baseline_dir)
+    int8 = optimum_pipeline("question-answering", model=ORTModelForQuestionAnswering.from_pretrained(
+        int8_dir, file_name="model_quantized.onnx", session_options=session_options()),
+        tokenizer=tokenizer, accelerator="ort")
+    # SQuAD 2.0: the pipelines may answer "no answer" too, as the project's runners do
+    return {name: (lambda pipe: lambda question, context: pipe(
+        question=question, context=context, handle_impossible_answer=True)["answer"])(pipe)
+        for name, pipe in (("pipeline-fp32", fp32), ("optimum-int8", int8))}
+
+
+def llama_cpp_contender(gguf: Path, tokenizer) -> dict[str, Callable[[str, int], dict]]:
+    """llama.cpp (llama-cpp-python, optional: requirements-bench.txt) on the GGUF the baseline was
+    dequantized from: the same prompt tokens (the project's chat template, tokenized by the same
+    tokenizer, outside the timing as for every contender), the same threads, greedy, its KV cache
+    cleared before every round. It runs in a process of its own, as users run it: llama.cpp's CPU
+    backend meets at an OpenMP barrier after every op, and in this process it shares PyTorch's
+    libgomp, which stops spin-waiting once the process holds more OpenMP threads than cores (the
+    model thread's team plus the caller's). In-process it decoded at 57-94 tok/s against ~160 in a
+    process of its own (2026-11-23, 2 cores); PyTorch and ONNX Runtime contenders measured the same
+    either way."""
+    import importlib.util
+    import multiprocessing
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        log.warning("llama.cpp not benchmarked: llama-cpp-python is not installed (pip install -r requirements-bench.txt)")
+        return {}
+    spawn = multiprocessing.get_context("spawn")
+    connection, child_end = spawn.Pipe()
+    spawn.Process(target=_llama_cpp_worker, args=(child_end, str(gguf), cpu_threads()), daemon=True, name="llama.cpp").start()
+    child_end.close()
+    if connection.recv() != "ready":
+        raise RuntimeError("llama.cpp did not load the GGUF")
+
+    def run(prompt: str, max_new_tokens: int) -> dict:
+        connection.send((generation.preprocess(tokenizer, prompt)[0].tolist(), max_new_tokens))
+        answer = connection.recv()
+        return {"text": tokenizer.decode(answer["ids"], skip_special_tokens=True), "new_tokens": len(answer["ids"]),
+                "ttft_ms": 1e3 * answer["ttft_s"], "tokens_per_s": len(answer["ids"]) / answer["model_s"],
+                "latency_ms": {"model": 1e3 * answer["model_s"]}}
+
+    return {"llama.cpp": run}
+
+
+def _llama_cpp_worker(connection, gguf: str, threads: int) -> None:
+    """The llama.cpp process: load once, then greedy-generate each (prompt ids, max new tokens) it
+    is sent, timed here (first token, last token) so that the pipe is outside the timing."""
+    import llama_cpp
+
+    llm = llama_cpp.Llama(model_path=gguf, n_threads=threads, n_threads_batch=threads, n_ctx=1024, n_batch=512,
+                          verbose=False)
+    eos = llm.token_eos()
+    connection.send("ready")
+    while True:
+        try:
+            ids, max_new_tokens = connection.recv()
+        except EOFError:  # the bench is done with it
+            return
+        llm.reset()
+        llm._ctx.kv_cache_clear()  # nothing of the previous round is reused
+        new_ids, stamps = [], []
+        started = time.perf_counter()
+        for token in llm.generate(ids, top_k=1, top_p=1.0, min_p=0.0, temp=0.0, repeat_penalty=1.0, reset=True):
+            stamps.append(time.perf_counter())
+            new_ids.append(token)
+            if token == eos or len(new_ids) >= max_new_tokens:
+                break
+        connection.send({"ids": new_ids, "ttft_s": stamps[0] - started, "model_s": stamps[-1] - started})
+
+
+def generation_contenders(baseline_dir: Path) -> dict[str, Callable[[str, int], dict]]:
+    """optimum INT8 through optimum's ORTModelForCausalLM.generate, timed by the same streamer as
+    the project's variants. (PyTorch fp32 with the KV cache is the project's `baseline` row:
+    transformers' generate, nothing added.)"""
+    from optimum.onnxruntime import ORTModelForCausalLM
+    from transformers import AutoTokenizer
+
+    from models.runners import Runner
+
+    tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
+    int8 = ORTModelForCausalLM.from_pretrained(optimum_int8_dir("generation", baseline_dir),
+                                               file_name="model_quantized.onnx", use_cache=True,
+                                               session_options=session_options())
+    runner = Runner("generation", "optimum-int8", "onnxruntime", baseline_dir, tokenizer, int8)
+    return {"optimum-int8": lambda prompt, n: generation.generate(runner, prompt, n)}
+
+
+# --- workloads ------------------------------------------------------------------------------------

@@ -1,0 +1,232 @@
+"""`python -m optimize bench`: the project against what users would pick instead, in one run.
+
+Contenders, all from the project's own baseline weights:
+- `pipeline-fp32`: transformers `pipeline` in fp32 (what a new user writes);
+- `optimum-int8`: optimum's default ONNX export + `AutoQuantizationConfig.avx512_vnni(is_static=False)`
+  dynamic quantization, inside optimum's pipeline (what an informed user writes);
+- `llama.cpp` on the GGUF a generation baseline came from (optional: requirements-bench.txt), in a
+  process of its own (see `llama_cpp_contender`);
+- every ready project variant, through the app's own pre/post-processing (models/qa.py,
+  models/generation.py);
+- the app itself through gradio_client (round trip minus the latency the app reports = overhead).
+
+Protocol as in `report`: load once, warm up, rounds with a rotating order, p50/p95, ratios against
+the two outside contenders. Writes reports/bench.json and reports/bench.md.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from models import generation, qa
+from models.errors import VariantUnavailable
+from models.reports import REPORTS_DIR
+from models.runners import cpu_threads  # the same ORT settings for every contender
+from models.showdown import Showdown
+from models.timing import percentile, timed_rounds
+from optimize.bench.app_timing import FLOOR, bench_app
+from optimize.bench.contenders import generation_contenders, llama_cpp_contender, qa_pipelines
+from optimize.bench.tables import (
+    GENERATION_PROMPT_WORDS,
+    Bench,
+    BenchConfig,
+    Result,
+    carry_other_tasks,
+    compared,
+    fastest,
+    fastest_built,
+    markdown,
+    outside_f1,
+    ratios,
+)
+from optimize.export.gguf_graft import source_gguf
+from optimize.publish.report import QA_QUESTION, machine, qa_context
+
+log = logging.getLogger(__name__)
+
+
+def long_document(words: int) -> str:
+    """~`words` words of held-out Wikipedia (SQuAD test articles) with the seed story in the middle."""
+    from models.showdown import SEED_CONTEXT_LONG as SEED_CONTEXT
+    from optimize.evaluate.accuracy import test_examples
+
+    data = test_examples() or []
+    paragraphs = list(dict.fromkeys(e.context for e in data)) or [SEED_CONTEXT]
+    text: list[str] = []
+    while len(text) < words:
+        for paragraph in paragraphs:
+            text.extend(paragraph.split())
+            if len(text) >= words // 2 and SEED_CONTEXT.split()[0] not in text:
+                text.extend(SEED_CONTEXT.split())
+            if len(text) >= words:
+                break
+    return " ".join(text[:words])
+
+
+def generation_prompt(tokenizer, tokens: int) -> str:
+    words = GENERATION_PROMPT_WORDS.split()
+    count = len(words)
+    while len(tokenizer(" ".join(words[i % len(words)] for i in range(count + 1))).input_ids) <= tokens:
+        count += 1
+    return " ".join(words[i % len(words)] for i in range(count))
+
+
+def _result(workload: str, name: str, runs: list) -> Result:
+    ms = [1000 * seconds for seconds, _ in runs]
+    value = runs[-1][1]
+    result = Result(workload, name, percentile(ms, 50), percentile(ms, 95))
+    if isinstance(value, dict) and "tokens_per_s" in value:
+        result.tokens_per_s = percentile([v["tokens_per_s"] for _, v in runs], 50)
+        result.ttft_ms = percentile([v["ttft_ms"] for _, v in runs], 50)
+        result.decode_tokens_per_s = percentile([decode_rate(v) for _, v in runs], 50)
+        result.answer = value["text"][:80]
+    elif isinstance(value, dict):
+        result.answer = value.get("answer", "")
+    else:
+        result.answer = str(value)
+    return result
+
+
+def decode_rate(generated: dict) -> float:
+    """Tokens/s after the first token: what reading the weights once per token bounds."""
+    decode_s = (generated["latency_ms"]["model"] - generated["ttft_ms"]) / 1e3
+    return (generated["new_tokens"] - 1) / decode_s if decode_s > 0 else 0.0
+
+
+def bench_qa(showdown: Showdown, config: BenchConfig, outside: dict[str, Callable[[str, str], str]]) -> list[Result]:
+    project = {}
+    for variant in ("baseline", "optimized", "pruned", "pruned-optimized"):
+        try:
+            project[variant] = showdown.runner("qa", variant)
+        except VariantUnavailable as error:
+            log.info("qa/%s not benchmarked: %s", variant, error)
+    tokenizer = project["baseline"].tokenizer
+    workloads = [(f"QA ~{n} tokens", qa_context(tokenizer, n), config.qa_rounds) for n in config.qa_tokens]
+    if config.long_document_words:
+        workloads.append((f"QA {config.long_document_words}-word document (stride)",
+                          long_document(config.long_document_words), config.long_rounds))
+    results, best = [], fastest(project)
+    for workload, context, rounds in workloads:
+        contenders = {name: (lambda f: lambda: f(QA_QUESTION, context))(f) for name, f in outside.items()}
+        contenders.update({variant: (lambda r: lambda: qa.answer(r, QA_QUESTION, context))(runner)
+                           for variant, runner in project.items()})
+        if best and workload == "QA ~384 tokens":  # the context cache (models/qa.py) missed on every call
+            contenders[f"{best}, new context each call"] = _cold_context(project[best], context)
+        timings = timed_rounds(contenders, rounds, config.warmup)
+        results += [_result(workload, name, runs) for name, runs in timings.items()]
+        log.info("%s done", workload)
+    return results
+
+
+def _cold_context(runner, context: str) -> Callable[[], dict]:
+    """Each call asks about a context the cache has not seen (one more trailing space: the same
+    tokens), so tokenisation is paid in full, as for a visitor's first question."""
+    calls = itertools.count(1)
+    return lambda: qa.answer(runner, QA_QUESTION, context + " " * next(calls))
+
+
+def bench_generation(showdown: Showdown, config: BenchConfig) -> list[Result]:
+    baseline = showdown.runner("generation", "baseline")
+    prompt = generation_prompt(baseline.tokenizer, config.generation_prompt_tokens)
+    outside = generation_contenders(baseline.path)
+    gguf = source_gguf(showdown.preset("generation"), "optimized")
+    if gguf is not None:  # a preset from a GGUF: llama.cpp runs that same file
+        outside.update(llama_cpp_contender(gguf, baseline.tokenizer))
+    contenders = {name: (lambda f: lambda: f(prompt, config.new_tokens))(f) for name, f in outside.items()}
+    for variant in ("baseline", "optimized", "pruned", "pruned-optimized"):
+        try:
+            runner = showdown.runner("generation", variant)
+        except VariantUnavailable as error:
+            log.info("generation/%s not benchmarked: %s", variant, error)
+            continue
+        contenders[variant] = (lambda r: lambda: generation.generate(r, prompt, config.new_tokens))(runner)
+    workload = f"generation, ~{config.generation_prompt_tokens}-token prompt, {config.new_tokens} new tokens greedy"
+    timings = timed_rounds(contenders, config.generation_rounds, 1)
+    return [_result(workload, name, runs) for name, runs in timings.items()]
+
+
+# --- the app through gradio_client ------------------------------------------------------------------
+
+
+
+def memory_bandwidth_gbs(megabytes: int = 512, repeats: int = 5) -> float:
+    """Measured copy bandwidth (read + write) with this process's threads: the roof for decoding,
+    which reads every weight once per token."""
+    source = torch.ones(megabytes * 2**20 // 4)
+    target = torch.empty_like(source)
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        target.copy_(source)
+        best = min(best, time.perf_counter() - started)
+    return 2 * source.numel() * 4 / best / 1e9
+
+
+def decode_graph(path: Path) -> tuple[int, int]:
+    """(bytes of weights a decode step reads, nodes it runs): a step's cost is the bytes over the
+    memory bandwidth plus a per-node overhead, so both are reported beside the roof."""
+    import onnx
+
+    model = onnx.load(str(path / "model.onnx"), load_external_data=False)
+    total = 0
+    for tensor in model.graph.initializer:
+        if "embed_tokens" in tensor.name:
+            continue
+        total += int(np.prod(tensor.dims)) * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    return total, len(model.graph.node)
+
+
+# --- the run --------------------------------------------------------------------------------------
+
+
+
+def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "generation"),
+        output: Path = REPORTS_DIR) -> Bench:
+    torch.set_num_threads(cpu_threads())
+    showdown = Showdown.from_environment()
+    bench = Bench(machine=machine(), config=asdict(config), created=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    if "qa" in tasks:
+        outside = qa_pipelines(showdown.runner("qa", "baseline").path)
+        bench.results += bench_qa(showdown, config, outside)
+        accuracy = {v: showdown.variant_status("qa", v)["accuracy"] for v in ("baseline", "optimized", "pruned", "pruned-optimized")}
+        bench.memory["f1"] = {**(outside_f1(outside) if config.outside_f1 else {}),
+                              **{v: a.get("overall_f1") for v, a in accuracy.items()}}
+        bench.memory["forced_f1"] = {v: a.get("forced_f1") for v, a in accuracy.items()}
+        if config.app:
+            best = fastest_built(bench.results, "QA ~384") or "optimized"
+            context = qa_context(showdown.runner("qa", "baseline").tokenizer, 384)
+            app_results, overheads = bench_app(best, context, config)
+            bench.results += app_results
+            bench.memory["app_overhead_p50_ms"] = overheads["app (gradio_client)"]
+            bench.memory["http_api_overhead_p50_ms"] = overheads["app (HTTP API, keep-alive)"]
+            bench.memory["gradio_client_floor_p50_ms"] = overheads[FLOOR]
+    if "generation" in tasks:
+        bench.results += bench_generation(showdown, config)
+        bandwidth = memory_bandwidth_gbs()
+        bench.memory.update(bandwidth_gbs=bandwidth, decode={})
+        for r in bench.results:
+            if r.workload.startswith("generation") and r.decode_tokens_per_s and r.contender in ("optimized", "pruned-optimized"):
+                weights, nodes = decode_graph(showdown.runner("generation", r.contender).path)
+                mb = weights / 1e6
+                gbs = mb * r.decode_tokens_per_s / 1e3
+                bench.memory["decode"][r.contender] = {"weight_mb": mb, "nodes": nodes,
+                                                       "tokens_per_s": r.decode_tokens_per_s, "gbs": gbs,
+                                                       "pct_of_roof": 100 * gbs / bandwidth}
+    carried = carry_other_tasks(bench, tasks, output / "bench.json")
+    bench.ratios = ratios(bench.results)
+    bench.memory["compared"] = compared(bench.results)
+    if carried:
+        bench.memory["carried"] = carried
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "bench.json").write_text(json.dumps(asdict(bench), indent=2) + "\n")
+    (output / "bench.md").write_text(markdown(bench))
+    print(markdown(bench))
+    return bench

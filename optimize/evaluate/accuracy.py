@@ -1,0 +1,272 @@
+"""Accuracy of a variant, measured the same way for every variant.
+
+QA: SQuAD 2.0 EM/F1 on the held-out articles with the null threshold the variant tunes on the
+validation article, forced-span EM/F1 on their answerable questions, F1 on the everyday set, and
+the share of answerable questions where the variant picks the same span as its source. Generation: teacher-forced
+greedy next-token agreement with the source on the source's own greedy continuations of held-out
+prompts, perplexity on held-out Wikipedia paragraphs (SQuAD test articles), and for an ONNX export
+the share of prompts whose own 64-token greedy continuation is the source's, token for token
+(what a visitor sees: one early flip changes the rest of the text).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from models.catalog import Preset
+from models.generation import preprocess as chat_prompt
+from models.runners import Runner, load_runner
+from optimize.evaluate import instructions, squad
+from optimize.evaluate import squad_metrics as evaluate_qa
+from optimize.evaluate.gates import AgreementBelowGate, AgreementGuard, Gates
+from optimize.evaluate.heldout import PROMPTS
+from optimize.evaluate.squad_metrics import HeldOut
+
+log = logging.getLogger("optimize.evaluate.accuracy")
+CONTINUATION_TOKENS = 64
+PERPLEXITY_PARAGRAPHS = 24
+PERPLEXITY_MAX_TOKENS = 256
+
+
+def test_examples(data_path: Path = squad.DEFAULT_SQUAD_PATH) -> list[squad.Example] | None:
+    if not Path(data_path).exists():
+        log.warning("SQuAD data not found at %s: accuracy not measured", data_path)
+        return None
+    return squad.examples(squad.load_articles(data_path), squad.ArticleSplit().test)
+
+
+def qa_accuracy(runner: Runner, held_out: HeldOut, guard: AgreementGuard | None = None,
+                reference_spans: dict[str, str] | None = None) -> dict:
+    """`guard`: count each answerable test question's span against `reference_spans` as it comes."""
+    def on_test_span(example: squad.Example, span: str) -> None:
+        if example.id in reference_spans:
+            guard.count(int(span == reference_spans[example.id]))
+
+    return evaluate_qa.measure(runner.qa_logits, runner.tokenizer, runner.qa_config, held_out,
+                               on_test_span if guard else None)
+
+
+def qa_against(metrics: dict, reference: dict) -> dict:
+    """A QA variant's metrics beside its source's, as the gates read them."""
+    from optimize.evaluate.gates import beside_reference
+    from optimize.evaluate.intervals import paired_delta
+
+    metrics = beside_reference(metrics, reference)
+    metrics["agreement_pct"] = round(evaluate_qa.span_agreement(metrics.pop("_spans"), reference["_spans"]), 2)
+    for key in ("f1", "forced_f1"):  # SQuAD 2.0 F1 and forced-span F1, per question, paired with the reference's
+        metrics[f"{'overall_f1' if key == 'f1' else key}_delta"] = paired_delta(reference[f"_{key}"], metrics.pop(f"_{key}"))
+    return metrics
+
+
+def save_threshold(directory: Path, threshold: float) -> None:
+    """A variant serves with the null threshold it tuned on validation, not its source's."""
+    import json
+
+    path = Path(directory) / "qa_config.json"
+    config = json.loads(path.read_text()) if path.exists() else {}
+    path.write_text(json.dumps({**config, "null_threshold": threshold}, indent=2) + "\n")
+
+
+def greedy_continuations(runner: Runner, batch_size: int = 16) -> list[torch.Tensor]:
+    """The runner's greedy continuation of each held-out prompt, prompt included, ending at its
+    first end-of-turn token as `runner.generate` does. PyTorch decodes the prompts in left-padded
+    batches: on two cores a 135M decoder reads its weights once per step for the whole batch, so the
+    reference side of a clean build takes ~30 s instead of ~3 minutes, with the same tokens
+    (tests/test_build.py checks this against one prompt at a time)."""
+    if runner.runtime != "torch":
+        out = []
+        for prompt in PROMPTS:
+            ids = chat_prompt(runner.tokenizer, prompt)
+            out.append(runner.generate(ids, CONTINUATION_TOKENS)[:, : ids.shape[1] + CONTINUATION_TOKENS])
+        return out
+    return batched_torch_continuations(runner, list(PROMPTS), CONTINUATION_TOKENS, batch_size)
+
+
+def batched_torch_continuations(runner: Runner, prompts: list[str], new_tokens: int, batch_size: int) -> list[torch.Tensor]:
+    from optimize.train.recover_decoder import greedy_answers
+
+    stops = runner.model.generation_config.eos_token_id
+    stops = set(stops if isinstance(stops, list) else [stops if stops is not None else runner.tokenizer.eos_token_id])
+    pad_id = runner.tokenizer.eos_token_id if runner.tokenizer.eos_token_id is not None else 0
+    return greedy_answers(runner.model, runner.tokenizer, prompts, new_tokens, batch_size, stops, pad_id)
+
+
+def logits(runner: Runner, input_ids: torch.Tensor) -> torch.Tensor:
+    """Logits on the CPU, for a PyTorch model on any device (a lent GPU's recovery measures with it) or an ONNX one."""
+    if runner.runtime == "torch":
+        input_ids = input_ids.to(runner.model.device)
+    with torch.inference_mode():
+        out = runner.model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), use_cache=False)
+    if isinstance(out.logits, torch.Tensor):
+        return out.logits.float().cpu()
+    return torch.as_tensor(np.asarray(out.logits)).float()
+
+
+def next_token_agreement(runner: Runner, sequences: list[torch.Tensor], prompt_lengths: list[int],
+                         floor_pct: float | None = None) -> float:
+    """`floor_pct`: stop with AgreementBelowGate once the gate can no longer be reached."""
+    total = sum(sequence.shape[1] - start for sequence, start in zip(sequences, prompt_lengths))
+    guard = AgreementGuard(total, floor_pct, "greedy tokens") if floor_pct else None
+    matches = 0
+    for sequence, start in zip(sequences, prompt_lengths):
+        predicted = logits(runner, sequence)[0, start - 1:-1].argmax(-1)
+        agreeing = int((predicted == sequence[0, start:]).sum())
+        matches += agreeing
+        if guard:
+            guard.count(agreeing, sequence.shape[1] - start)
+    return 100 * matches / max(total, 1)
+
+
+def identical_continuations(runner: Runner, sequences: list[torch.Tensor], prompt_lengths: list[int]) -> float:
+    """% of prompts whose free-running greedy continuation equals the reference's, token for token."""
+    same = 0
+    for sequence, start in zip(sequences, prompt_lengths):
+        produced = runner.generate(sequence[:, :start], sequence.shape[1] - start)[:, : sequence.shape[1]]
+        same += int(produced.shape == sequence.shape and bool((produced == sequence).all()))
+    return 100 * same / max(len(sequences), 1)
+
+
+def perplexity(runner: Runner, texts: list[str]) -> float:
+    nll = count = 0.0
+    for text in texts:
+        ids = runner.tokenizer(text, return_tensors="pt").input_ids[:, :PERPLEXITY_MAX_TOKENS]
+        log_probs = torch.log_softmax(logits(runner, ids)[0, :-1], dim=-1)
+        nll -= float(log_probs.gather(1, ids[0, 1:, None]).sum())
+        count += ids.shape[1] - 1
+    return math.exp(nll / count)
+
+
+def heldout_paragraphs() -> list[str] | None:
+    data = test_examples()
+    if data is None:
+        return None
+    return list(dict.fromkeys(e.context for e in data))[:PERPLEXITY_PARAGRAPHS]
+
+
+def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Callable[[], Runner],
+                        promise: str = "pruned", stop_below_gate: bool = False) -> dict:
+    """`load_reference` is called only when the reference side is not cached for `reference_path`.
+    `stop_below_gate`: an export's measurement stops as soon as it cannot pass its agreement gate."""
+    exact = promise == "exact"
+    paragraphs = heldout_paragraphs()
+
+    def reference_side() -> dict:
+        reference = load_reference()
+        return {"sequences": [s.tolist() for s in greedy_continuations(reference)],
+                "perplexity": perplexity(reference, paragraphs) if paragraphs else None}
+
+    cached = reference_cache(reference_path, f"generation-{_prompts_key()}", reference_side)
+    sequences = [torch.tensor(s) for s in cached["sequences"]]
+    prompt_lengths = [chat_prompt(runner.tokenizer, p).shape[1] for p in PROMPTS]
+    # agreement gates an exact export, and a lossy one until reading comprehension gates it (optimize/evaluate/gates.py)
+    floor = Gates().exact_agreement_pct if exact else Gates().lossy_agreement_pct if promise == "lossy" else None
+    try:
+        agreement = next_token_agreement(runner, sequences, prompt_lengths, floor if stop_below_gate else None)
+    except AgreementBelowGate as stopped:
+        return {"prompts": len(PROMPTS), "agreement_pct": stopped.upper_bound_pct, "agreement_stopped": stopped.stopped}
+    metrics = {"prompts": len(PROMPTS), "agreement_pct": round(agreement, 2)}
+    # an export below its agreement gate is rejected whatever else it scores: the text-level
+    # measures below (minutes of decoding on 2 cores) are spent only on exports that can ship
+    rejected = floor is not None and metrics["agreement_pct"] < floor
+    if exact and not rejected:
+        # an export of its source's exact weights promises the same text, not just the same next token
+        metrics["identical_continuations_pct"] = round(identical_continuations(runner, sequences, prompt_lengths), 2)
+    if paragraphs and cached["perplexity"]:
+        metrics["perplexity"] = round(perplexity(runner, paragraphs), 3)
+        metrics["reference_perplexity"] = round(cached["perplexity"], 3)
+        metrics["perplexity_ratio"] = round(metrics["perplexity"] / metrics["reference_perplexity"], 4)
+    # a lossy rung already over its perplexity budget is rejected: no minutes of decoding spent on it
+    over_budget = promise == "lossy" and metrics.get("perplexity_ratio", 1) > Gates().lossy_perplexity_ratio
+    if rejected or over_budget:
+        return metrics
+    # the public instruction set through the app's decoding path: shown for every variant
+    metrics["instruction_pct"] = instructions.measure(runner)["instruction_pct"]
+    if runner.runtime == "torch":
+        reference_score = reference_cache(reference_path, f"instructions-{_instructions_key()}",
+                                          lambda: {"instruction_pct": instructions.measure(load_reference())["instruction_pct"]})
+        metrics["reference_instruction_pct"] = reference_score["instruction_pct"]
+        metrics["instruction_of_baseline_pct"] = round(
+            100 * metrics["instruction_pct"] / max(reference_score["instruction_pct"], 1e-9), 1)
+    return metrics
+
+
+def _instructions_key() -> str:
+    """The reference's instruction score depends on the set: a changed set is measured again."""
+    import hashlib
+
+    return hashlib.sha256(instructions.SET_PATH.read_bytes()).hexdigest()[:8]
+
+
+def _everyday_key() -> str:
+    import hashlib
+
+    return hashlib.sha256(squad.EVERYDAY_PATH.read_bytes()).hexdigest()[:8]
+
+
+def _prompts_key() -> str:
+    """The reference continuations depend on the held-out prompts and their length, not just the weights."""
+    return content_key([PROMPTS, CONTINUATION_TOKENS])
+
+
+def content_key(value) -> str:
+    """A short hash of JSON-able inputs, for a reference-cache entry that depends on them."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(value).encode()).hexdigest()[:12]
+
+
+def reference_cache(source: Path, kind: str, compute) -> dict:
+    """The reference side of a comparison depends only on the source's weights: computed once per
+    source fingerprint and reused by every variant built from it (builds of 4 variants share 2)."""
+    import json
+
+    from models.catalog import artifacts_root
+    from optimize.build import source_fingerprint
+
+    path = artifacts_root() / "reference-cache" / f"{kind}-{source_fingerprint(source)[:16]}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    value = compute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}")  # a build stopped mid-write leaves no half-written cache
+    partial.write_text(json.dumps(value))
+    partial.replace(path)
+    return value
+
+
+def measure(preset: Preset, directory: Path, variant_name: str, reference: Path, promise: str,
+            stop_below_gate: bool = False) -> dict:
+    """`promise` (optimize/evaluate/gates.py) decides what is gated. `stop_below_gate` (a strict build): an
+    exact export is measured only until it cannot pass its agreement gate; its metrics are then
+    that bound and where it stopped. A lossy one is measured in full: its gate is task quality."""
+    variant = preset.variant(variant_name)
+    source = preset.variant(variant.built_from)
+    exact = promise == "exact"
+    runner = load_runner(preset.task, variant_name, variant.runtime, directory)
+
+    def load_reference() -> Runner:
+        return load_runner(preset.task, source.name, source.runtime, reference)
+
+    if preset.task == "generation":
+        return generation_accuracy(runner, reference, load_reference, promise, stop_below_gate)
+    if not squad.DEFAULT_SQUAD_PATH.exists():  # HeldOut.load reads it once
+        log.warning("SQuAD data not found at %s: accuracy not measured", squad.DEFAULT_SQUAD_PATH)
+        return {"note": "SQuAD data not found: accuracy not measured"}
+    held_out = HeldOut.load()
+    reference_metrics = reference_cache(reference, f"qa-per-question-{_everyday_key()}", lambda: qa_accuracy(load_reference(), held_out))
+    spans = reference_metrics["_spans"]
+    guard = (AgreementGuard(len(spans), Gates().exact_agreement_pct, "answerable questions")
+             if stop_below_gate and exact else None)
+    try:
+        metrics = qa_accuracy(runner, held_out, guard, spans)
+    except AgreementBelowGate as stopped:
+        return {"agreement_pct": stopped.upper_bound_pct, "agreement_stopped": stopped.stopped}
+    save_threshold(directory, metrics["null_threshold"])
+    return qa_against(metrics, reference_metrics)

@@ -1,0 +1,66 @@
+"""`python -m optimize diagnose-qa`: where a QA model's held-out F1 is lost — spans or answerability.
+
+SQuAD 2.0 F1 mixes two skills: finding the span (forced-span HasAns F1) and deciding whether to
+answer at all (the span-vs-null margin against the tuned threshold). This reports, per split, the
+ROC AUC of the margin as an answerable/unanswerable classifier and the best F1 any threshold could
+reach *on that split itself* (an upper bound, never used to pick the shipped threshold). Writes
+reports/qa-answerability.{json,md}.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def roc_auc(positive: list[float], negative: list[float]) -> float:
+    """Probability that a random positive scores above a random negative (ties count half)."""
+    values = np.concatenate([np.asarray(positive, float), np.asarray(negative, float)])
+    order = values.argsort(kind="mergesort")
+    ranks = np.empty(len(values))
+    ranks[order] = np.arange(1, len(values) + 1)
+    for value in np.unique(values):  # average ranks of ties
+        tied = values == value
+        ranks[tied] = ranks[tied].mean()
+    n_pos, n_neg = len(positive), len(negative)
+    return float((ranks[:n_pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def run(models: tuple[Path, ...] = (Path("weights/qa-minilm-squad2"), Path("weights/qa-minilm-squad2-pruned"))) -> list[dict]:
+    import torch
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+    from models.reports import save_rows
+    from models.runners import load_qa_config
+    from optimize.evaluate import squad
+
+    articles, split = squad.load_articles(), squad.ArticleSplit()
+    rows = []
+    for weights in models:
+        model = AutoModelForQuestionAnswering.from_pretrained(weights, dtype=torch.float32).eval()
+        tokenizer, config = AutoTokenizer.from_pretrained(weights), load_qa_config(weights)
+        for name, indices in (("validation", split.validation), ("test", split.test)):
+            rows.append(_diagnose(model, tokenizer, config, weights, name, squad.examples(articles, indices)))
+            print(rows[-1], flush=True)
+    save_rows("qa-answerability", "QA: spans vs answerability (shipped threshold; best-threshold F1 is an upper bound)", rows)
+    return rows
+
+
+def _diagnose(model, tokenizer, config, weights: Path, name: str, data) -> dict:
+    from optimize.evaluate import squad
+    from optimize.evaluate.squad_metrics import answered, evaluate_model
+
+    shipped = evaluate_model(model, tokenizer, data, config, threshold=config.null_threshold)
+    best = squad.best_threshold(data, shipped["spans"], shipped["margins"])
+    oracle = squad.evaluate(data, answered(shipped["spans"], shipped["margins"], best))
+    margins = shipped["margins"]
+    return {
+        "model": str(weights), "split": name, "questions": len(data),
+        "overall_f1": round(shipped["metrics"]["overall_f1"], 2), "HasAns_f1": round(shipped["metrics"]["HasAns_f1"], 2),
+        "NoAns_f1": round(shipped["metrics"]["NoAns_f1"], 2),
+        "forced_span_HasAns_f1": round(shipped["forced_metrics"]["HasAns_f1"], 2),
+        "answerability_auc": round(roc_auc([margins[e.id] for e in data if e.answers],
+                                           [margins[e.id] for e in data if not e.answers]), 3),
+        "best_threshold_f1_on_this_split": round(oracle["overall_f1"], 2),
+        "no_answer_only_f1": round(100 * sum(not e.answers for e in data) / len(data), 2),
+    }

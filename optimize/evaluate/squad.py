@@ -1,0 +1,173 @@
+"""SQuAD 2.0 data: the article split and the official EM/F1 metric.
+
+The only QA data here is half of the SQuAD 2.0 dev set (16 articles), so every score is
+reported on articles never trained on: the split is by article, never by question.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import string
+from dataclasses import dataclass
+from pathlib import Path
+
+# ../shared/data beside the checkout; SHOWDOWN_SHARED_DATA points elsewhere (a lent GPU machine gets a copy)
+SHARED_DATA = Path(os.environ.get("SHOWDOWN_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
+DEFAULT_SQUAD_PATH = SHARED_DATA / "squad-v2-dev" / "dev-v2.0.json"
+# The first 10 articles of the official SQuAD 2.0 train set: extra training data, no title shared with dev.
+TRAIN_HEAD_PATH = SHARED_DATA / "squad-v2-train-head" / "train-v2.0-first10.json"
+# The whole SQuAD 1.1 training set (442 articles, all answerable; its first 10 are TRAIN_HEAD_PATH's).
+SQUAD11_TRAIN_PATH = SHARED_DATA / "squad-v1.1-train" / "train-v1.1.json"
+# The project's own hand-written questions on everyday texts: they measure, they never teach.
+EVERYDAY_PATH = Path(__file__).with_name("everyday_qa.json")
+
+
+@dataclass(frozen=True)
+class Example:
+    id: str
+    article: str
+    context: str
+    question: str
+    answers: tuple[str, ...]  # empty = unanswerable
+    answer_starts: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ArticleSplit:
+    """Article indices into the file: train on `train`, tune the null threshold on `validation`,
+    report on `test`. The default keeps the last three articles (1,265 questions) for testing."""
+
+    train: tuple[int, ...] = tuple(range(0, 12))
+    validation: tuple[int, ...] = (12,)
+    test: tuple[int, ...] = (13, 14, 15)
+
+
+# With SQuAD 1.1's 87,599 training questions the dev file's articles are no longer needed to teach
+# spans; four of them (1,563 questions, 775 unanswerable) tune the null threshold instead of one
+# (364), whose threshold did not transfer to the test articles. The test articles are the same.
+WIDE_VALIDATION = ArticleSplit(train=tuple(range(0, 9)), validation=(9, 10, 11, 12), test=(13, 14, 15))
+
+
+def load_articles(path: Path = DEFAULT_SQUAD_PATH) -> list[dict]:
+    if not Path(path).exists():
+        raise FileNotFoundError(f"SQuAD 2.0 data not found at {path}; pass --data PATH")
+    return json.loads(Path(path).read_text())["data"]
+
+
+def examples(articles: list[dict], indices: tuple[int, ...]) -> list[Example]:
+    out = []
+    for index in indices:
+        article = articles[index]
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                answers = [] if qa.get("is_impossible") else qa["answers"]
+                out.append(Example(
+                    id=qa["id"], article=article["title"], context=paragraph["context"],
+                    question=qa["question"],
+                    answers=tuple(a["text"] for a in answers),
+                    answer_starts=tuple(a["answer_start"] for a in answers),
+                ))
+    return out
+
+
+def all_examples(path: Path) -> list[Example]:
+    """Every question of a SQuAD file (extra training data: all of its articles train)."""
+    articles = load_articles(path)
+    return examples(articles, tuple(range(len(articles))))
+
+
+def everyday_examples(path: Path = EVERYDAY_PATH) -> list[Example]:
+    """The hand-written set (answers are exact substrings of their text; offsets found here)."""
+    out = []
+    for text in json.loads(Path(path).read_text())["texts"]:
+        for index, item in enumerate(text["questions"]):
+            out.append(Example(id=f"{text['title']}-{index}", article=f"everyday/{text['title']}", context=text["context"],
+                               question=item["question"], answers=tuple(item["answers"]),
+                               answer_starts=tuple(text["context"].index(a) for a in item["answers"])))
+    return out
+
+
+def other_paragraph_negatives(data: list[Example], share: float, seed: int) -> list[Example]:
+    """Unanswerable examples made from answerable ones: the question paired with another paragraph
+    of the same article that contains none of its answers. They teach "the answer is not *here*"
+    on realistic, on-topic text (SQuAD 2.0's own negatives are written against one paragraph)."""
+    import random
+
+    rng = random.Random(seed)
+    contexts: dict[str, list[str]] = collections.defaultdict(list)
+    for example in data:
+        if example.context not in contexts[example.article]:
+            contexts[example.article].append(example.context)
+    out = []
+    for example in data:
+        if not example.answers or rng.random() >= share:
+            continue
+        others = [c for c in contexts[example.article]
+                  if c != example.context and not any(a.lower() in c.lower() for a in example.answers)]
+        if others:
+            out.append(Example(id=f"{example.id}-neg", article=example.article, context=rng.choice(others),
+                               question=example.question, answers=(), answer_starts=()))
+    return out
+
+
+# --- official SQuAD 2.0 metric (normalisation as in evaluate-v2.0.py) ---
+def normalize_answer(text: str) -> str:
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def exact(gold: str, pred: str) -> float:
+    return float(normalize_answer(gold) == normalize_answer(pred))
+
+
+def f1(gold: str, pred: str) -> float:
+    gold_tokens, pred_tokens = normalize_answer(gold).split(), normalize_answer(pred).split()
+    if not gold_tokens or not pred_tokens:
+        return float(gold_tokens == pred_tokens)
+    common = collections.Counter(gold_tokens) & collections.Counter(pred_tokens)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred_tokens), same / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def score(example: Example, prediction: str) -> tuple[float, float]:
+    golds = [a for a in example.answers if normalize_answer(a)] or [""]
+    return max(exact(g, prediction) for g in golds), max(f1(g, prediction) for g in golds)
+
+
+def evaluate(data: list[Example], predictions: dict[str, str]) -> dict[str, float]:
+    """EM/F1 in percent, overall and split into HasAns / NoAns, as the official script reports."""
+    rows = {"overall": [], "HasAns": [], "NoAns": []}
+    for example in data:
+        em, f = score(example, predictions[example.id])
+        rows["overall"].append((em, f))
+        rows["HasAns" if example.answers else "NoAns"].append((em, f))
+    metrics: dict[str, float] = {}
+    for name, values in rows.items():
+        if values:
+            metrics[f"{name}_exact"] = 100 * sum(v[0] for v in values) / len(values)
+            metrics[f"{name}_f1"] = 100 * sum(v[1] for v in values) / len(values)
+            metrics[f"{name}_total"] = len(values)
+    return metrics
+
+
+def best_threshold(data: list[Example], spans: dict[str, str], margins: dict[str, float]) -> float:
+    """The null-score threshold that maximises F1 on `data`: answer only when the best span
+    beats the null score by more than the threshold (SQuAD 2.0's find_best_thresh)."""
+    gold = {e.id: e for e in data}
+    no_answer_f1 = {i: score(gold[i], "")[1] for i in gold}
+    span_f1 = {i: score(gold[i], spans[i])[1] for i in gold}
+    current = sum(no_answer_f1.values())  # threshold = +inf: answer nothing
+    best, best_value = float("inf"), current
+    for qid in sorted(gold, key=lambda i: -margins[i]):  # lower the threshold one question at a time
+        current += span_f1[qid] - no_answer_f1[qid]
+        if current > best_value:
+            best_value, best = current, margins[qid]
+    # answer when margin > threshold: step just below the last admitted margin
+    return best - 1e-6 if best != float("inf") else 1e9

@@ -1,0 +1,110 @@
+"""Score any QA forward function on SQuAD examples through the serving pre/post-processing."""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from models.qa import QAConfig, postprocess, preprocess
+from models.runners import torch_qa_logits
+from optimize.evaluate import squad
+
+Forward = Callable[[dict[str, np.ndarray]], tuple[np.ndarray, np.ndarray]]
+
+
+def evaluate(forward: Forward, tokenizer, data: list[squad.Example], config: QAConfig,
+             threshold: float | None = None) -> dict:
+    """Predict every example; tune the null threshold on `data` unless one is given."""
+    return scored(data, *predict(forward, tokenizer, data, config), threshold)
+
+
+def predict(forward: Forward, tokenizer, data: list[squad.Example], config: QAConfig,
+            on_span: Callable[[squad.Example, str], None] | None = None) -> tuple[dict[str, str], dict[str, float]]:
+    """Each example's best span (even where "no answer" wins) and its margin (best span score minus
+    null score), through the serving pre/post-processing. `on_span` sees each span as it comes (an
+    agreement gate can stop a hopeless candidate early by raising)."""
+    spans, margins = {}, {}
+    for example in data:
+        windows = preprocess(tokenizer, example.question, example.context, config)
+        start_logits, end_logits = forward(windows.inputs)
+        answer = postprocess(windows, start_logits, end_logits, example.context, config)
+        spans[example.id], margins[example.id] = answer.span, answer.score
+        if on_span:
+            on_span(example, answer.span)
+    return spans, margins
+
+
+def scored(data: list[squad.Example], spans: dict[str, str], margins: dict[str, float],
+           threshold: float | None = None) -> dict:
+    if threshold is None:
+        threshold = squad.best_threshold(data, spans, margins)
+    predictions = answered(spans, margins, threshold)
+    return {
+        "threshold": float(threshold),
+        "metrics": squad.evaluate(data, predictions),
+        "forced_metrics": squad.evaluate(data, spans),
+        "predictions": predictions,
+        "spans": spans,  # best span even where "no answer" won
+        "margins": margins,  # best span score minus null score
+    }
+
+
+def answered(spans: dict[str, str], margins: dict[str, float], threshold: float) -> dict[str, str]:
+    """The served prediction per question: the best span where it beats the null score by more
+    than `threshold`, else "" (no answer), as models/qa.py postprocess decides."""
+    return {qid: spans[qid] if margins[qid] > threshold else "" for qid in spans}
+
+
+def evaluate_model(model, tokenizer, data, config: QAConfig, threshold: float | None = None) -> dict:
+    return evaluate(functools.partial(torch_qa_logits, model), tokenizer, data, config, threshold)
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """What a QA variant is measured on: the test articles, the validation article its null
+    threshold is tuned on, and the hand-written everyday set. None of them is ever trained on."""
+
+    test: list[squad.Example]
+    validation: list[squad.Example]
+    everyday: list[squad.Example]
+
+    @classmethod
+    def load(cls, data_path: Path = squad.DEFAULT_SQUAD_PATH, split: squad.ArticleSplit = squad.ArticleSplit()) -> HeldOut:
+        articles = squad.load_articles(data_path)
+        return cls(squad.examples(articles, split.test), squad.examples(articles, split.validation),
+                   squad.everyday_examples())
+
+
+def measure(forward: Forward, tokenizer, config: QAConfig, held_out: HeldOut,
+            on_test_span: Callable[[squad.Example, str], None] | None = None) -> dict:
+    """Both ways, on held-out articles: SQuAD 2.0 EM/F1 (overall, HasAns, NoAns) with the null
+    threshold this variant tunes on the validation article, and SQuAD 1.1-style forced-span EM/F1
+    on the answerable questions; F1 both ways on the everyday set. `_spans` (test, forced) are for
+    span agreement with a source, `_f1` / `_forced_f1` for intervals on a delta; none is stored. The test articles are predicted first, so
+    that `on_test_span` (an agreement gate) can stop a hopeless export before the rest is spent."""
+    test_spans, test_margins = predict(forward, tokenizer, held_out.test, config, on_test_span)
+    threshold = evaluate(forward, tokenizer, held_out.validation, config)["threshold"]
+    test = scored(held_out.test, test_spans, test_margins, threshold)
+    everyday = evaluate(forward, tokenizer, held_out.everyday, config, threshold)
+    rounded = {k: round(v, 2) for k, v in test["metrics"].items()}
+    return {
+        "split": "test articles " + ", ".join(sorted({e.article for e in held_out.test})),
+        "null_threshold": round(threshold, 4), **rounded,
+        "forced_exact": round(test["forced_metrics"]["HasAns_exact"], 2),
+        "forced_f1": round(test["forced_metrics"]["HasAns_f1"], 2),
+        "everyday_f1": round(everyday["metrics"]["overall_f1"], 2),
+        "everyday_forced_f1": round(everyday["forced_metrics"]["HasAns_f1"], 2),
+        "_spans": {e.id: test["spans"][e.id] for e in held_out.test if e.answers},
+        # per question, for paired intervals on a delta against a source (not stored either)
+        "_f1": {e.id: squad.score(e, test["predictions"][e.id])[1] for e in held_out.test},
+        "_forced_f1": {e.id: squad.score(e, test["spans"][e.id])[1] for e in held_out.test if e.answers},
+    }
+
+
+def span_agreement(spans: dict[str, str], reference: dict[str, str]) -> float:
+    """Share of answerable held-out questions on which two models pick the same forced span (the
+    null decision is left out: a threshold flip at margin ≈ 0 is not a different model)."""
+    return 100 * sum(spans[q] == reference[q] for q in reference) / max(len(reference), 1)

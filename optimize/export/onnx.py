@@ -1,0 +1,176 @@
+"""ONNX export: optimum's exporter and ORT's graph optimizer for encoders, ONNX Runtime GenAI's model
+builder for decoders, and the per-build choice between a fused and an unfused encoder graph.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import shutil
+from pathlib import Path
+
+from models.runners import ONNX_FILE
+from optimize.quantize.recipes import OnnxRecipe, fp32_nodes
+
+log = logging.getLogger(__name__)
+EXPORT_TASKS = {"qa": "question-answering", "generation": "text-generation-with-past"}
+KEEP_FILES = ("config.json", "generation_config.json", "qa_config.json", "tokenizer.json", "tokenizer_config.json",
+              "special_tokens_map.json", "vocab.txt", "chat_template.jinja", "merges.txt", "vocab.json",
+              "added_tokens.json", "tokenizer.model")
+
+
+
+
+def add_logits_to_keep(model_path: Path) -> None:
+    """Slice the hidden states before the LM head to the last `logits_to_keep` positions (the idea
+    of transformers' argument of that name). Prefill otherwise projects every prompt position onto
+    the 49k-token vocabulary and keeps one: for a 128-token prompt the LM head was about a quarter
+    of the prefill's MatMulNBits work. Teacher-forced accuracy passes the full length."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    model = onnx.load(str(model_path), load_external_data=False)  # weights stay in model.onnx.data
+    graph = model.graph
+    # the LM head: the builder's /lm_head/ node(s) (the gguf-q4 recipe's two halves), else the logits' producer
+    heads = [node for node in graph.node if node.name.startswith("/lm_head/")] or [
+        next(node for node in graph.node if "logits" in node.output)]
+    graph.input.append(helper.make_tensor_value_info("logits_to_keep", TensorProto.INT64, [1]))
+    graph.initializer.extend([helper.make_tensor("logits_to_keep/ends", TensorProto.INT64, [1], [2**63 - 1]),
+                              helper.make_tensor("logits_to_keep/axes", TensorProto.INT64, [1], [1])])
+    hidden = heads[0].input[0]
+    for head in heads:
+        head.input[:] = ["logits_to_keep/hidden" if name == hidden else name for name in head.input]
+    position = list(graph.node).index(heads[0])  # nodes stay topologically sorted: the new ones go just before the head
+    graph.node.insert(position, helper.make_node("Neg", ["logits_to_keep"], ["logits_to_keep/starts"],
+                                                 name="/logits_to_keep/Neg"))
+    graph.node.insert(position + 1, helper.make_node(
+        "Slice", [hidden, "logits_to_keep/starts", "logits_to_keep/ends", "logits_to_keep/axes"],
+        ["logits_to_keep/hidden"], name="/logits_to_keep/Slice"))
+    logits = next(output for output in graph.output if output.name == "logits")
+    logits.type.tensor_type.shape.dim[1].dim_param = "logits_length"
+    onnx.save(model, str(model_path))
+
+
+def genai_build(source: Path, output: Path, recipe: OnnxRecipe, cuda: bool) -> tuple[Path, list[int]]:
+    """ONNX Runtime GenAI's model builder: fused decoder graph + weight-only INT8 (FP16 on CUDA).
+    Returns the model and the layers whose attention stayed fp32 by sensitivity."""
+    import subprocess
+    import sys
+
+    from optimize.export import narrow_ffn
+
+    int8 = recipe.quantize and not cuda
+    smooth = bool(recipe.smooth_alpha and int8)
+    widths = json.loads((source / "config.json").read_text()).get("intermediate_sizes")
+    fp32_attention_layers: list[int] = []
+    if smooth or widths or (int8 and recipe.fp32_attention_share):  # one load, edits in memory, one copy for the builder
+        from transformers import AutoTokenizer
+
+        from models.runners import load_causal_lm
+        from optimize.prune import sensitivity
+        from optimize.quantize.smooth import smooth_attention, smooth_mlps
+
+        model, tokenizer = load_causal_lm(source), AutoTokenizer.from_pretrained(source)
+        if smooth:
+            smooth_mlps(model, tokenizer, recipe.smooth_alpha)
+        if int8 and recipe.fp32_attention_share:
+            scores = sensitivity.attention_sensitivity(model, tokenizer)
+            fp32_attention_layers = sensitivity.most_sensitive(scores, recipe.fp32_attention_share)
+        if smooth and recipe.smooth_attention:
+            smooth_attention(model, tokenizer, recipe.smooth_alpha)
+        if widths:  # the builder assumes one FFN width: build padded, then cut each layer back
+            narrow_ffn.pad_to_uniform(model)
+        source = save_model_like(model, source, output.parent / "prepared")
+    precision, provider = ("fp16", "cuda") if cuda else (f"int{recipe.weight_only_bits or 8}" if recipe.quantize else "fp32", "cpu")
+    options = ["shared_embeddings=false", f"block_size={recipe.block_size}", "accuracy_level=4"]
+    excluded = fp32_nodes(source, recipe.keep_fp32, fp32_attention_layers)
+    if excluded and precision.startswith("int"):
+        options.append("nodes_to_exclude=" + ",".join(excluded))
+    command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(source), "-o", str(output),
+               "-p", precision, "-e", provider, "-c", str(output.parent / "builder-cache"), "--extra_options", *options]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not (output / ONNX_FILE).exists():
+        raise RuntimeError(f"onnxruntime-genai model builder failed: {done.stderr[-2000:]}")
+    if widths:
+        narrow_ffn.narrow(output / ONNX_FILE, widths)
+    return output / ONNX_FILE, fp32_attention_layers
+
+
+def save_model_like(model, source: Path, output: Path) -> Path:
+    """`model` saved to `output` with `source`'s tokenizer and chat-template files beside it."""
+    model.save_pretrained(output, safe_serialization=True)
+    for name in KEEP_FILES:
+        if (source / name).exists() and not (output / name).exists():
+            shutil.copy(source / name, output / name)
+    return output
+
+
+def source_fingerprint(directory: Path) -> str:
+    """sha256 over the source's weight files, so a retrained baseline triggers a rebuild."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(directory).rglob("*")):
+        if path.is_file() and path.suffix in (".safetensors", ".onnx", ".bin", ".json"):
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def export(source: Path, output: Path, task: str, opset: int | None) -> Path:
+    """optimum's export. The tracer warns about every Python value it freezes into the graph; the
+    shapes it freezes are the exporter's business, so those warnings are not shown."""
+    import warnings
+
+    import torch
+    from optimum.exporters.onnx import main_export
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        main_export(str(source), output, task=EXPORT_TASKS[task], opset=opset, do_validation=False,
+                    local_files_only=True, library_name="transformers")
+    return output / ONNX_FILE
+
+
+def graph_optimize(onnx_dir: Path, output: Path, level: int, cuda: bool) -> Path:
+    from optimum.onnxruntime import ORTOptimizer
+    from optimum.onnxruntime.configuration import OptimizationConfig
+
+    # onnxruntime's fusion modules log under their bare module names; this one warns, on every build,
+    # that shape inference is off, which this config asks for on purpose
+    logging.getLogger("fusion_skiplayernorm").setLevel(logging.ERROR)
+    optimizer = ORTOptimizer.from_pretrained(onnx_dir, file_names=[ONNX_FILE])
+    config = OptimizationConfig(optimization_level=level, optimize_for_gpu=cuda, fp16=cuda,
+                                disable_shape_inference=True)
+    optimizer.optimize(config, save_dir=output, file_suffix="")
+    return output / ONNX_FILE
+
+
+GRAPH_TIE = 0.03  # the fused graph must be this much faster to be kept
+GRAPH_TIMING_SHAPES = ((1, 384), (2, 384), (1, 128))  # (windows, tokens): one full window, a long context, a short one
+
+
+def graph_latency_ms(graphs: dict[str, Path], shapes: tuple[tuple[int, int], ...] = GRAPH_TIMING_SHAPES,
+                     rounds: int = 20) -> dict[str, float]:
+    """Summed median latency over `shapes` per encoder graph, rounds interleaved, with the serving
+    session options. Why measure per build: which one wins depends on the model and the thread
+    settings (no spinning: the fused Attention won on the 12-head MiniLM, 34.1 vs 36.4 ms, and lost
+    on the 4-head pruned one, 13.2 vs 11.8 ms; with 100 µs spinning they tied at 9.8 ms). Why several
+    shapes: visitors paste contexts of every length, and a choice made on one 384-token window said
+    nothing about two windows or a short question (issue 31)."""
+    import numpy as np
+    import onnxruntime
+
+    from models.runners import session_options
+    from models.timing import percentile, timed_rounds
+
+    sessions = {name: onnxruntime.InferenceSession(str(path), session_options(), providers=["CPUExecutionProvider"])
+                for name, path in graphs.items()}
+    totals = dict.fromkeys(graphs, 0.0)
+    for shape in shapes:
+        ids = np.random.default_rng(0).integers(1000, 2000, shape, dtype=np.int64)
+        values = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+        calls = {name: functools.partial(session.run, None, {i.name: values[i.name] for i in session.get_inputs()})
+                 for name, session in sessions.items()}
+        for name, runs in timed_rounds(calls, rounds, warmup=3).items():
+            totals[name] += percentile([1e3 * seconds for seconds, _ in runs], 50)
+    return totals

@@ -1,0 +1,218 @@
+"""Structured pruning of a BERT QA model: attention heads and FFN neurons, ranked on calibration
+windows from the training articles, removed for real (smaller dense matrices, no masks in the
+graph), then recovered by distillation from the unpruned model.
+
+Importance (why these): a head's importance is the accumulated |d loss / d head_mask| (Michel et
+al., 2019), normalised per layer; an FFN neuron's is its mean |activation| times the L2 norm of
+its output weights (what it actually writes into the residual stream). The same number of heads
+and neurons is kept in every layer so the ONNX graph keeps one attention shape that ONNX Runtime
+can fuse.
+"""
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from optimize.train.loop import collate
+
+log = logging.getLogger("optimize.prune.encoder")
+
+
+@dataclass(frozen=True)
+class PruneConfig:
+    heads_kept: int = 8  # per layer, of 12
+    ffn_kept: int = 1024  # neurons per layer, of 1536
+    layers_dropped: int = 0  # whole encoder layers removed: those whose absence costs the least loss
+    calibration_windows: int = 256
+    batch_size: int = 16
+    seed: int = 42
+
+
+def importance(model, features: list[dict], pad_id: int, config: PruneConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """(head importance [layers, heads], FFN neuron importance [layers, intermediate])."""
+    layers = model.bert.encoder.layer
+    heads = model.config.num_attention_heads
+    head_mask = torch.ones(len(layers), heads, requires_grad=True)
+    activation = [torch.zeros(layer.intermediate.dense.out_features) for layer in layers]
+    mask_holder: dict[str, torch.Tensor] = {}
+
+    def hook(index):
+        def record(module, inputs, output):
+            tokens = mask_holder["mask"].unsqueeze(-1).float()
+            activation[index] += (output.detach().abs() * tokens).sum(dim=(0, 1))
+        return record
+
+    handles = [layer.intermediate.register_forward_hook(hook(i)) for i, layer in enumerate(layers)]
+    sample = random.Random(config.seed).sample(features, min(config.calibration_windows, len(features)))
+    model.eval()
+    try:
+        for start in range(0, len(sample), config.batch_size):
+            batch = collate(sample[start:start + config.batch_size], pad_id)
+            mask_holder["mask"] = batch["attention_mask"]
+            loss = model(**batch, head_mask=head_mask).loss
+            loss.backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    head_importance = head_mask.grad.abs()
+    head_importance = head_importance / head_importance.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    ffn_importance = torch.stack([
+        activation[i] * layer.output.dense.weight.detach().norm(dim=0) for i, layer in enumerate(layers)
+    ])
+    model.zero_grad()
+    return head_importance, ffn_importance
+
+
+def _slice_linear(linear: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linear:
+    weight = linear.weight.detach().index_select(dim, index).clone()
+    bias = linear.bias.detach().clone() if dim == 1 else linear.bias.detach()[index].clone()
+    out = nn.Linear(weight.shape[1], weight.shape[0])
+    out.weight.data, out.bias.data = weight, bias
+    return out
+
+
+def prune(model, head_importance: torch.Tensor, ffn_importance: torch.Tensor, config: PruneConfig):
+    """Remove the least important heads and FFN neurons of every layer, in place."""
+    heads = model.config.num_attention_heads
+    to_prune = {}
+    for layer_index, scores in enumerate(head_importance):
+        keep = set(scores.argsort(descending=True)[: config.heads_kept].tolist())
+        to_prune[layer_index] = [h for h in range(heads) if h not in keep]
+    model.prune_heads(to_prune)
+    for layer_index, layer in enumerate(model.bert.encoder.layer):
+        keep = ffn_importance[layer_index].argsort(descending=True)[: config.ffn_kept].sort().values
+        layer.intermediate.dense = _slice_linear(layer.intermediate.dense, keep, dim=0)
+        layer.output.dense = _slice_linear(layer.output.dense, keep, dim=1)
+    model.config.intermediate_size = config.ffn_kept
+    return model
+
+
+def calibration_loss(model, sample: list[dict], pad_id: int, batch_size: int) -> float:
+    with torch.inference_mode():
+        return sum(float(model(**collate(sample[i:i + batch_size], pad_id)).loss)
+                   for i in range(0, len(sample), batch_size)) / max(1, len(sample) // batch_size)
+
+
+def drop_layers(model, features: list[dict], pad_id: int, config: PruneConfig):
+    """Remove the `layers_dropped` encoder layers whose absence raises the calibration loss least
+    (each scored alone: one forward pass over the calibration windows per layer)."""
+    if not config.layers_dropped:
+        return model
+    layers = model.bert.encoder.layer
+    sample = random.Random(config.seed).sample(features, min(config.calibration_windows, len(features)))
+    cost = []
+    for index in range(len(layers)):
+        model.bert.encoder.layer = nn.ModuleList(layer for j, layer in enumerate(layers) if j != index)
+        cost.append(calibration_loss(model, sample, pad_id, config.batch_size))
+    dropped = sorted(sorted(range(len(layers)), key=cost.__getitem__)[: config.layers_dropped])
+    log.info("calibration loss without each layer %s; dropping %s", [round(c, 3) for c in cost], dropped)
+    kept = [j for j in range(len(layers)) if j not in dropped]
+    model.bert.encoder.layer = nn.ModuleList(layers[j] for j in kept)
+    model.config.num_hidden_layers = len(kept)
+    # the pruned-head record is keyed by layer index and replayed on load: renumber it
+    pruned_heads = {int(k): v for k, v in (model.config.pruned_heads or {}).items()}
+    model.config.pruned_heads = {new: pruned_heads[old] for new, old in enumerate(kept) if pruned_heads.get(old)}
+    return model
+
+
+def distillation_loss(student_out, teacher_out, batch, temperature: float, alpha: float) -> torch.Tensor:
+    """alpha × KL(teacher || student) on start and end logits at temperature T, (1 − alpha) × labels."""
+    kl = nn.KLDivLoss(reduction="batchmean")
+    soft = 0.0
+    for name in ("start_logits", "end_logits"):
+        mask = batch["attention_mask"] == 0
+        student_logits = getattr(student_out, name).masked_fill(mask, -1e4)
+        teacher_logits = getattr(teacher_out, name).masked_fill(mask, -1e4)
+        soft = soft + kl(torch.log_softmax(student_logits / temperature, -1),
+                         torch.softmax(teacher_logits / temperature, -1)) * temperature**2 / 2
+    return alpha * soft + (1 - alpha) * student_out.loss
+
+
+@dataclass(frozen=True)
+class RecoveryConfig:
+    temperature: float = 2.0
+    alpha: float = 0.7  # weight of the teacher's soft targets vs the labels
+    freeze_word_embeddings: bool = False  # keep the baseline's: a GPU trip back then carries them once
+
+
+def load_baseline(path):
+    from transformers import AutoModelForQuestionAnswering
+    return AutoModelForQuestionAnswering.from_pretrained(path, torch_dtype=torch.float32, attn_implementation="eager")
+
+
+def pruned_copy(baseline_dir, features, pad_id, config: PruneConfig):
+    model = load_baseline(baseline_dir)
+    head_importance, ffn_importance = importance(model, features, pad_id, config)
+    return drop_layers(prune(model, head_importance, ffn_importance, config), features, pad_id, config)
+
+
+def run(baseline_dir, prune_config: PruneConfig, train_config, recovery: RecoveryConfig = RecoveryConfig()) -> dict:
+    """Prune the baseline, recover by distillation on the training articles, score held-out articles."""
+    import time
+
+    from transformers import AutoTokenizer
+
+    from optimize.evaluate import squad
+    from optimize.evaluate.squad_metrics import evaluate_model
+    from optimize.publish.model_card import write_qa_card
+    from optimize.train.finetune_qa import finish, training_examples, training_features, validation_tracker
+    from optimize.train.loop import fit, seed_everything
+
+    torch.set_num_threads(train_config.threads)
+    seed_everything(train_config.seed)
+    articles = squad.load_articles(train_config.data)
+    tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
+    features = training_features(tokenizer, training_examples(train_config, articles), train_config.qa)
+    published, train_config = train_config.output, replace(train_config, output=staging_dir(train_config.output))
+    validation_data = squad.examples(articles, train_config.split.validation)
+    teacher = load_baseline(baseline_dir).eval().to(train_config.device)
+    student = pruned_copy(baseline_dir, features, tokenizer.pad_token_id, prune_config)
+    student.bert.embeddings.word_embeddings.requires_grad_(not recovery.freeze_word_embeddings)
+    before = evaluate_model(student, tokenizer, validation_data, train_config.qa)["metrics"]["overall_f1"]
+    log.info("pruned to %d heads, %d FFN neurons per layer, %d layers dropped; validation F1 before recovery %.2f",
+             prune_config.heads_kept, prune_config.ffn_kept, prune_config.layers_dropped, before)
+
+    def loss_fn(model, batch):
+        with torch.inference_mode():
+            teacher_out = teacher(**{k: v for k, v in batch.items() if not k.endswith("_positions")})
+        teacher_out.start_logits, teacher_out.end_logits = teacher_out.start_logits.clone(), teacher_out.end_logits.clone()
+        return distillation_loss(model(**batch), teacher_out, batch, recovery.temperature, recovery.alpha)
+
+    history, best = [], {}
+    started = time.perf_counter()
+    fit(student, features, tokenizer.pad_token_id, train_config,
+        validation_tracker(student, tokenizer, validation_data, train_config, history, best), loss_fn)
+    extra = {"base_model": f"{baseline_dir} (pruned: {prune_config.heads_kept} heads, {prune_config.ffn_kept} FFN "
+                           f"neurons per layer, {student.config.num_hidden_layers} layers; recovered by distillation, "
+                           f"T={recovery.temperature}, alpha={recovery.alpha})",
+             "prune": prune_config.__dict__, "validation_f1_before_recovery": round(before, 2),
+             "train_windows": len(features), "train_seconds": round(time.perf_counter() - started),
+             "word_embeddings_frozen": recovery.freeze_word_embeddings}
+    result = finish(train_config.output, tokenizer, train_config, best, history, articles, extra)
+    publish_if_gated(train_config.output, published, baseline_dir, result)
+    write_qa_card(published)
+    return result
+
+
+def staging_dir(output: Path) -> Path:
+    return Path(output).with_name(Path(output).name + ".partial")
+
+
+def publish_if_gated(staging: Path, published: Path, baseline_dir: Path, result: dict) -> None:
+    """Pruning promises a smaller model of measured quality: it is published only when it stays
+    within the gate of the baseline on SQuAD 2.0 F1 *and* forced-span F1, so abstaining cannot
+    pass. A miss leaves the staging folder for inspection and publishes nothing."""
+    import json
+    import shutil
+
+    from optimize.evaluate.gates import beside_reference, check
+
+    baseline = json.loads((Path(baseline_dir) / "training.json").read_text())["held_out"]
+    check(str(published), "qa", "torch", beside_reference(result["held_out"], baseline))
+    shutil.rmtree(published, ignore_errors=True)
+    Path(staging).rename(published)

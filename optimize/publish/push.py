@@ -1,0 +1,101 @@
+"""`python -m optimize push --repo-prefix ORG/NAME`: one Hub model repo per variant,
+`ORG/NAME-<task>-<variant>` (a repo per variant keeps each loadable on its own with
+`from_pretrained` / `ORTModelFor*.from_pretrained`), with the artifacts, a model card and the report.
+
+The token comes from HF_TOKEN or the login cache (huggingface_hub's own lookup); it is never
+printed or written anywhere.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from huggingface_hub import CommitOperationAdd, HfApi, ModelCard, ModelCardData
+
+from models.catalog import Preset, Variant
+from models.reports import REPORTS_DIR, Report
+from models.showdown import Showdown
+
+log = logging.getLogger("optimize.publish.push")
+
+
+def repo_id(prefix: str, task: str, variant: str) -> str:
+    return f"{prefix}-{task}-{variant}"
+
+
+def variant_card(preset: Preset, variant: Variant, path: Path, report: Report | None, prefix: str) -> ModelCard:
+    manifest = json.loads((path / "manifest.json").read_text()) if (path / "manifest.json").exists() else {}
+    training = json.loads((path / "training.json").read_text()) if (path / "training.json").exists() else {}
+    data = ModelCardData(library_name="onnxruntime" if variant.runtime == "onnxruntime" else "transformers",
+                         pipeline_tag="question-answering" if preset.task == "qa" else "text-generation",
+                         tags=["inference-showdown", variant.name, preset.task])
+    steps = manifest.get("steps") or ([f"fine-tuned: {training.get('base_model', '')}"] if training else [variant.source.kind])
+    source = manifest.get("source") or training.get("base_model") or f"{variant.source.kind} {variant.source.location}"
+    table = report.markdown() if report else "No report yet: run `python -m optimize report`."
+    load = (f"ORTModelFor{'QuestionAnswering' if preset.task == 'qa' else 'CausalLM'}.from_pretrained("
+            f"'{repo_id(prefix, preset.task, variant.name)}', file_name='model.onnx')" if variant.runtime == "onnxruntime"
+            else f"AutoModelFor{'QuestionAnswering' if preset.task == 'qa' else 'CausalLM'}.from_pretrained("
+                 f"'{repo_id(prefix, preset.task, variant.name)}')")
+    content = f"""---
+{data.to_yaml()}
+---
+# {preset.title} — `{variant.name}`
+
+Part of Inference Showdown: the same model as baseline, optimized, pruned and pruned-optimized,
+measured side by side. This repo holds the **{variant.name}** variant ({variant.runtime}).
+
+- Source: {source}
+- Steps: {' → '.join(steps)}
+- Accuracy (held-out): `{json.dumps(manifest.get('metrics') or training.get('test') or {})}`
+- Data: {training.get('data', 'see the source variant')} {('(split by article; test articles: ' + ', '.join(training['articles']['test']) + ')') if training else ''}
+- Library versions: `{json.dumps(manifest.get('versions', {}))}`
+
+## Load
+```python
+{load}
+```
+
+## Commands that built it
+```
+python -m optimize train-qa        # QA baseline only
+python -m optimize build --task {preset.task} --variant {variant.name}
+python -m optimize report
+```
+
+## Report ({preset.task})
+{table}
+"""
+    return ModelCard(content)
+
+
+def push(prefix: str, showdown: Showdown | None = None, private: bool = False, token: str | None = None) -> list[str]:
+    """Upload every ready variant of the app's presets; returns the repo ids written."""
+    if "/" not in prefix:
+        raise ValueError("--repo-prefix must look like ORG/NAME")
+    showdown = showdown or Showdown.from_environment()
+    api = HfApi(token=token)
+    pushed = []
+    for task, preset in showdown.presets.items():
+        report_path = REPORTS_DIR / f"{task}.json"
+        report = Report.load(report_path) if report_path.exists() else None
+        for variant in preset.variants:
+            status = showdown.variant_status(task, variant.name)
+            if status["status"] != "ready":
+                log.info("%s/%s not pushed: %s", task, variant.name, status["detail"])
+                continue
+            path = Path(status["path"])
+            target = repo_id(prefix, task, variant.name)
+            api.create_repo(target, exist_ok=True, private=private)
+            files = {str(f.relative_to(path)): f for f in sorted(path.rglob("*"))
+                     if f.is_file() and f.name != "README.md" and ".partial" not in str(f)}
+            files["README.md"] = str(variant_card(preset, variant, path, report, prefix)).encode()
+            if report:
+                files[f"report/{task}.json"] = report_path.read_bytes()
+                files[f"report/{task}.md"] = report.markdown().encode()
+            operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=content if isinstance(content, bytes) else str(content))
+                          for name, content in files.items()]
+            api.create_commit(target, operations, commit_message=f"Inference Showdown: {task} {variant.name}")
+            log.info("pushed %s/%s to %s", task, variant.name, target)
+            pushed.append(target)
+    return pushed

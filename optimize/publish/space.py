@@ -1,0 +1,91 @@
+"""`python -m optimize deploy-space --space ORG/NAME --hub-prefix ORG/NAME`: upload the app to a
+Hugging Face Space that serves the variants `python -m optimize push` wrote, so the Space
+downloads them on start instead of rebuilding them (10–15 minutes) every time it restarts.
+
+The GitHub workflow (.github/workflows/deploy-space.yml) is a thin shell over `run`; it installs
+only huggingface_hub, so this module imports nothing heavier. Without a token or a Space name it
+prints one line and succeeds: forks and pull requests have no secrets, and that is no failure.
+The token comes from HF_TOKEN (huggingface_hub's own lookup) and is never printed.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from huggingface_hub import CommitOperationAdd, HfApi, get_token
+
+from models.catalog import REPO_ROOT, pushed_preset
+from models.errors import ConfigError
+
+Device = Literal["cpu", "gpu"]
+# What the app needs at runtime, and the README (its YAML header configures the Space). Not the
+# weights: the Space reads every variant from the pushed repos. Not tests/ or artifacts/.
+SPACE_FILES = ("app.py", "README.md", "models/*.py", "optimize/**/*.py", "optimize/**/*.json", "reports/*", "docs/*")
+# A Space installs `requirements.txt` only; on GPU hardware it gets the CUDA builds of ONNX Runtime.
+REQUIREMENTS: dict[str, str] = {"cpu": "requirements.txt", "gpu": "requirements-gpu.txt"}
+PREFIX_VARIABLE = "SHOWDOWN_HUB_PREFIX"  # what models.showdown.Showdown.from_environment reads
+
+
+@dataclass(frozen=True)
+class SpaceConfig:
+    space: str  # ORG/NAME of the Space
+    hub_prefix: str  # ORG/NAME given to `python -m optimize push --repo-prefix`
+    device: Device = "cpu"
+    private: bool = False
+
+    def __post_init__(self) -> None:
+        for option, value in (("--space", self.space), ("--hub-prefix", self.hub_prefix)):
+            if value.count("/") != 1 or not all(value.split("/")):
+                raise ConfigError(f"{option} must look like ORG/NAME, not '{value}'.")
+        if self.device not in REQUIREMENTS:
+            raise ConfigError(f"--device must be one of {', '.join(REQUIREMENTS)}, not '{self.device}'.")
+
+
+def space_files(device: Device = "cpu") -> dict[str, Path]:
+    """Name in the Space -> file here."""
+    files = {path.relative_to(REPO_ROOT).as_posix(): path
+             for pattern in SPACE_FILES for path in sorted(REPO_ROOT.glob(pattern)) if path.is_file()}
+    files["requirements.txt"] = REPO_ROOT / REQUIREMENTS[device]
+    return files
+
+
+def pushed_repos(api: HfApi, prefix: str) -> list[str]:
+    """The variant repos under `prefix` that exist: the app serves these, reports the others unavailable."""
+    repos = [v.source.location for task in ("qa", "generation") for v in pushed_preset(prefix, task).variants]
+    return [repo for repo in repos if api.repo_exists(repo)]
+
+
+def deploy(config: SpaceConfig, token: str | None = None) -> list[str]:
+    """Create the Space if needed, point it at the pushed repos, upload the app; returns the names uploaded."""
+    api = HfApi(token=token)
+    if not pushed_repos(api, config.hub_prefix):
+        raise ConfigError(f"No variant repo under '{config.hub_prefix}' on the Hub: run "
+                          f"`python -m optimize push --repo-prefix {config.hub_prefix}` first.")
+    api.create_repo(config.space, repo_type="space", space_sdk="gradio", exist_ok=True, private=config.private)
+    api.add_space_variable(config.space, PREFIX_VARIABLE, config.hub_prefix,
+                           description="Hub repos the app serves (written by python -m optimize push)")
+    files = space_files(config.device)
+    api.create_commit(config.space, [CommitOperationAdd(name, str(path)) for name, path in files.items()],
+                      repo_type="space", commit_message=f"Inference Showdown app ({config.device}), "
+                                                        f"variants from {config.hub_prefix}")
+    return sorted(files)
+
+
+def run(space: str | None, hub_prefix: str | None, device: Device = "cpu", private: bool = False) -> int:
+    """The command: skip with one line when unconfigured, else deploy. Settings default to the
+    environment the workflow sets (HF_SPACE, SHOWDOWN_HUB_PREFIX, HF_TOKEN)."""
+    space = space or os.environ.get("HF_SPACE", "")
+    hub_prefix = hub_prefix or os.environ.get(PREFIX_VARIABLE, "")
+    token = get_token()
+    missing = [name for name, value in (("HF_TOKEN", token), ("HF_SPACE", space), (PREFIX_VARIABLE, hub_prefix))
+               if not value]
+    if missing:
+        print(f"deploy-space skipped: {', '.join(missing)} not set (the secret HF_TOKEN and the repository "
+              f"variables HF_SPACE and {PREFIX_VARIABLE} configure it)")
+        return 0
+    config = SpaceConfig(space, hub_prefix, device, private)
+    uploaded = deploy(config, token)
+    print(f"deployed {len(uploaded)} files to Space {config.space} ({config.device}), serving {config.hub_prefix}-*")
+    return 0

@@ -1,0 +1,113 @@
+"""How an ONNX variant is made (`OnnxRecipe`), and the ladder of recipes a build tries fastest first:
+what each rung keeps in fp32 and why, as measured.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from optimize.cpu import has_vnni
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OnnxRecipe:
+    """How an ONNX variant is made. Defaults are what measured best on a 2-core AVX-512 CPU."""
+
+    optimization_level: int = 2  # ORT transformers optimizer: 1 basic, 2 extended (fusions), 99 all
+    quantize: bool = True  # dynamic INT8 weights (CPU only; CUDA gets FP16 instead)
+    per_channel: bool = False
+    reduce_range: bool = False
+    weight_only_bits: int | None = None  # MatMulNBits weight-only INT8 instead of dynamic W8A8
+    block_size: int = 32  # MatMulNBits block
+    opset: int | None = None
+    exporter: str = "optimum"  # or "genai-builder": ONNX Runtime GenAI's model builder (decoders); or "gguf-grid":
+    # the builder's fp32 graph with the source GGUF's own 4/8-bit weights (optimize/export/gguf_graft.py; `quantize`: int8 compute)
+    keep_fp32: tuple[str, ...] = ()  # MatMuls left fp32: genai-builder "attention", "lm_head"; optimum "ffn_output", "ffn_input"
+    smooth_alpha: float | None = None  # genai-builder INT8: SmoothQuant the MLPs first (optimize/quantize/smooth.py)
+    smooth_attention: bool = False  # ... and the attention projections too
+    fp32_attention_share: float = 0.0  # genai-builder INT8: the most INT8-sensitive share of layers keeps fp32 attention
+
+
+GGUF_Q4 = OnnxRecipe(exporter="gguf-grid", weight_only_bits=4, block_size=32, quantize=False)
+
+
+def recipe_ladder(task: str, from_gguf: bool = False) -> list[OnnxRecipe]:
+    """Best first; the build publishes the first that keeps its promise (optimize/evaluate/gates.py). A decoder that
+    descends from a GGUF first gets that GGUF's own weights (`gguf-q4`: exact for the baseline, so
+    gated on the same text; a recovered pruned model's moved weights are re-quantized to Q4_1 and
+    gated as any export). Then INT8 rungs; the fp32 graph (fusions, no quantization) agrees with
+    PyTorch on ~100% and is the last resort."""
+    if task == "qa":  # lossy rungs are gated on F1 within a point of the source (issue 26), the fp32 graph on sameness
+        return [OnnxRecipe(per_channel=True, reduce_range=not has_vnni()), default_recipe(task),
+                replace(default_recipe(task), keep_fp32=("ffn_output", "ffn_input")), OnnxRecipe(quantize=False)]
+    if from_gguf:
+        return [GGUF_Q4, *recipe_ladder(task)]
+    attention_fp32 = replace(default_recipe(task), keep_fp32=("attention",), smooth_attention=False,
+                             fp32_attention_share=0.0)
+    return [default_recipe(task), attention_fp32, replace(attention_fp32, keep_fp32=("attention", "lm_head")),
+            OnnxRecipe(quantize=False, exporter="genai-builder")]
+
+
+def default_recipe(task: str) -> OnnxRecipe:
+    """Measured on this project's defaults (2-core AVX-512 CPUs; numbers in the README).
+
+    Generation (SmolLM2): optimum's export leaves 3,714 nodes per decode step (unfused rotary
+    attention and shape arithmetic); ONNX Runtime GenAI's model builder writes the same model as
+    341 nodes (GroupQueryAttention, SkipSimplifiedLayerNorm, MatMulNBits): 135 vs 84 tok/s with the
+    same decoder loop. Dynamic W8A8 agreed with fp32 on ~60% of greedy tokens (per-channel: garbage).
+    Weight-only INT8 with int8 compute (MatMulNBits, accuracy level 4) on every MatMul agreed on
+    97.3% (blocks of 16) — under the 98% gate; fp32 compute passes (98.4%) but runs at 3 tok/s.
+    INT8 in the MLPs and the LM head, attention projections fp32, agreed on 98.4% (as MLPs-only
+    did) at 76.5 vs 68.8 tok/s (~128-token prompt) on 16 held-out prompts — but on 64 on 97.4%
+    (97.4% for the pruned model too). SmoothQuant of the MLPs first (optimize/quantize/smooth.py, α 0.5)
+    raised that to 98.2% (pruned: 98.1%) at the same speed. Attention INT8 too (SmoothQuant on it as
+    well) read 241 → 168 MB per token and decoded +9-18% faster, but agreed on 97.8%; with the
+    attention of the third of layers most sensitive to INT8 kept fp32 (optimize/prune/sensitivity.py,
+    ranked on calibration prompts) the pruned model agreed on 98.14% at +6%: the default; attention
+    fp32 everywhere is the next rung, then MLPs-only.
+    QA (MiniLM encoder): optimum export + ORT fusions + dynamic W8A8 per-channel INT8 (3.8x PyTorch's
+    model time) gave the same answer on 91.7% of held-out questions at −1.5 F1 (per-tensor 77%;
+    FFN output kept fp32 93%), missing the 98% / 1-point gates. On the pruned model (4 heads, 512
+    FFN) all-INT8 agreed on 97.2% (8.2 vs 11.0 ms at 384 tokens); per MatMul class alone: FFN
+    output 97.6%, FFN input 98.1%, Q/K/V 99.1%, attention output 99.9%. SmoothQuant of the FFN
+    outputs (an explicit Mul by 1/s before them, α 0.5) made all-INT8 worse: 96.0%. With the FFN output
+    MatMuls kept fp32 it agreed on 98.4% at +0.05 F1, 9.6 ms: the default; fp32 is the next rung
+    (the 12-head `optimized` lands there). MatMulNBits INT8 agreed on 98.6% but was slower than
+    PyTorch at 384 tokens (it is a decode-time kernel). The models trained on more data (issue 11)
+    quantize worse: the default rung agrees on ~89% for both; on the pruned one (10 heads, 1280
+    FFN), dynamic INT8 of the attention projections alone (Q/K/V + output) agreed on 94.5% of
+    forced spans, the FFN input alone 89.6%, both 90.4% (one-off probe, 2026-11-23), so no partial
+    INT8 rung is worth adding to the ladder: QA ships fp32."""
+    if task == "generation":
+        return OnnxRecipe(weight_only_bits=8, block_size=16, exporter="genai-builder", smooth_alpha=0.5,
+                          smooth_attention=True, fp32_attention_share=1 / 3)
+    return OnnxRecipe(per_channel=True, reduce_range=not has_vnni(), keep_fp32=("ffn_output",))
+
+
+def fp32_nodes(source: Path, keep_fp32: tuple[str, ...], attention_layers: list[int] = ()) -> list[str]:
+    """The model builder's node names for the MatMuls a recipe keeps in fp32."""
+    layers = json.loads((source / "config.json").read_text())["num_hidden_layers"]
+    attention_layers = range(layers) if "attention" in keep_fp32 else attention_layers
+    nodes = [f"/model/layers.{i}/attn/{name}/MatMul" for i in attention_layers for name in ("qkv_proj", "o_proj")]
+    if "lm_head" in keep_fp32:
+        nodes.append("/lm_head/MatMul")
+    return nodes
+
+
+def named_recipe(task: str, name: str) -> OnnxRecipe:
+    """`build --recipe`: "int8" (QA: dynamic W8A8 per-channel on every MatMul; generation: the INT8 recipe that
+    non-GGUF decoders start from), "fp32", "gguf-q4" (a decoder from a GGUF, its default: the GGUF's own Q4_1 /
+    Q8_0 weights, bit-exact, fp32 compute: SmolLM2's 64 held-out continuations identical to PyTorch's), or
+    "gguf-q4-int8": the same weights with int8 compute (level 4: 89% teacher-forced agreement,
+    reports/gguf-grid-kernels.md)."""
+    if name.startswith("gguf-q4"):
+        return replace(GGUF_Q4, quantize=name == "gguf-q4-int8")
+    if name == "fp32":
+        return OnnxRecipe(quantize=False, exporter="genai-builder" if task == "generation" else "optimum")
+    if task == "qa":
+        return OnnxRecipe(per_channel=True, reduce_range=not has_vnni())
+    return default_recipe(task)
