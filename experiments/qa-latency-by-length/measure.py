@@ -28,7 +28,7 @@ QUESTION = "What did the army do?"
 
 def wikipedia_context(tokenizer, tokens: int) -> str:
     """Held-out paragraphs joined, cut at the word that reaches ~`tokens` context tokens."""
-    from optimize import squad
+    from optimize.evaluate import squad
 
     articles = squad.load_articles()
     words = " ".join(p["context"] for i in squad.ArticleSplit().test for p in articles[i]["paragraphs"]).split()
@@ -46,7 +46,7 @@ def main() -> None:
     import httpx
 
     from app import GIL_SWITCH_INTERVAL_S, SERVING_NICE, serve
-    from optimize.bench import free_port, http_api_call
+    from optimize.bench.app_timing import free_port, http_api_call
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokens", type=int, action="append", help="context tokens, repeatable (default 420, 550)")

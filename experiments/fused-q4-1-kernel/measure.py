@@ -9,7 +9,7 @@ MatMul, and the fast but inexact int8-compute form. A probe, not a runtime path:
 need an ONNX Runtime custom-op library, built against ONNX Runtime's C API headers, which neither
 the onnxruntime wheel nor Debian bookworm carries, and a compiler on every user's machine.
 
-Usage: python scripts/measure_fused_q4_1.py   (needs gcc and an AVX-512 CPU)
+Usage: python experiments/fused-q4-1-kernel/measure.py   (needs gcc and an AVX-512 CPU)
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # run as a script: the project's packages come from the checkout
 
 KERNEL = r"""
@@ -84,7 +84,8 @@ def median_us(call, calls: int = 300, warmup: int = 20) -> float:
 
 def main() -> None:
     from models.sources import smollm2_gguf
-    from optimize import gguf_grid, gguf_grid_bench
+    from optimize.bench import gguf_grid as gguf_grid_bench
+    from optimize.export import gguf_grid
 
     grid = gguf_grid.read_grid(smollm2_gguf())
     with tempfile.TemporaryDirectory() as scratch:

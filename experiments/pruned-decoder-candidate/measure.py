@@ -7,8 +7,8 @@ like with like: when the candidate's weights leave the GGUF's grid, its export s
 than the default `optimized`'s). That same-recipe baseline export is a speed reference only: built
 without its accuracy measurement, it is never served.
 
-Usage: python scripts/measure_pruned_candidate.py weights/generation-smollm2-pruned-20pct [ROUNDS]
-Writes reports/pruning-candidate-<name>.json. The default artifacts (baseline, optimized) must be built.
+Usage: python experiments/pruned-decoder-candidate/measure.py weights/generation-smollm2-pruned-20pct [ROUNDS]
+Writes experiments/pruned-decoder-candidate/pruning-candidate-<name>.json. The default artifacts (baseline, optimized) must be built.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import statistics
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # run as a script: the project's packages come from the checkout
 
 
@@ -34,6 +34,7 @@ def main(recipe_dir: str, rounds: int = 7) -> dict:
             link.symlink_to(default_root / shared)
     from models import catalog
     from optimize import build
+    from optimize.quantize.recipes import OnnxRecipe
 
     preset = catalog.default_preset("generation")
     variants = tuple(dataclasses.replace(v, recipe_dir=recipe_dir) if v.name == "pruned" else v for v in preset.variants)
@@ -44,14 +45,14 @@ def main(recipe_dir: str, rounds: int = 7) -> dict:
     exported_dir = build.build_onnx(preset, "pruned-optimized")
     exported = json.loads((exported_dir / "manifest.json").read_text())
     shipped = exported["inputs"]["recipes"][len(exported["metrics"].get("rejected_recipes", []))]
-    recipe = build.OnnxRecipe(**{k: tuple(v) if isinstance(v, list) else v for k, v in shipped.items()})
+    recipe = OnnxRecipe(**{k: tuple(v) if isinstance(v, list) else v for k, v in shipped.items()})
     same_recipe_dir = build.build_onnx(preset, "optimized", recipe=recipe, evaluate=False)
     same_recipe = json.loads((same_recipe_dir / "manifest.json").read_text())
     result = {"recipe_dir": recipe_dir, "pruned": pruned, "pruned_optimized": {"steps": exported["steps"], **exported["metrics"]},
               "baseline_same_recipe": {"steps": same_recipe["steps"], "note": "speed reference only: accuracy not measured"},
               "decode": decode_ratio({"optimized": default_root / "generation-smollm2" / "optimized",
                                       "baseline, same recipe": same_recipe_dir}, exported_dir, rounds)}
-    out = REPO / "reports" / f"pruning-candidate-{Path(recipe_dir).name}.json"
+    out = Path(__file__).parent / f"pruning-candidate-{Path(recipe_dir).name}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return result
@@ -65,7 +66,7 @@ def decode_ratio(references: dict[str, Path], candidate_dir: Path, rounds: int) 
     from models import generation
     from models.runners import load_runner
     from models.timing import timed_rounds
-    from optimize.bench import BenchConfig, decode_rate, generation_prompt
+    from optimize.bench.run import BenchConfig, decode_rate, generation_prompt
 
     candidate = "candidate pruned-optimized"
     runners = {name: load_runner("generation", "optimized", "onnxruntime", path) for name, path in references.items()}

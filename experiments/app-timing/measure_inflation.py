@@ -15,8 +15,8 @@ Every call follows the same idle gap: a visitor's request arrives after idle tim
 back-to-back calls keeps thread pools spinning and caches warm (on a shared host the scheduler also
 favours a thread that slept). Run it on a quiet machine; the load average is printed with the table.
 
-    nice -n 15 python scripts/measure_inflation.py --variant pruned --rounds 30
-    python scripts/measure_inflation.py --task generation --variant optimized --rounds 10
+    nice -n 15 python experiments/app-timing/measure_inflation.py --variant pruned --rounds 30
+    python experiments/app-timing/measure_inflation.py --task generation --variant optimized --rounds 10
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import models  # noqa: F401,E402 - bounds thread spinning before torch loads
 from models import generation, qa  # noqa: E402
@@ -51,8 +51,9 @@ def measure(showdown: Showdown, task: str, variant: str, tokens: int, rounds: in
     import httpx
 
     from app import serve
-    from optimize.bench import BenchConfig, free_port, generation_prompt, http_api_call
-    from optimize.report import QA_QUESTION, qa_context
+    from optimize.bench.app_timing import free_port, http_api_call
+    from optimize.bench.run import BenchConfig, generation_prompt
+    from optimize.publish.report import QA_QUESTION, qa_context
 
     runner = showdown.runner(task, variant)
     if task == "qa":

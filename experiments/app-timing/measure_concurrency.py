@@ -6,7 +6,7 @@ The clients stand in for visitors, whose browsers are not on the server: after t
 started they run at `--client-nice` (default 10) so that their own polling and parsing on these
 2 cores does not count as the server's; `--client-nice 0` measures them as equals.
 
-    python scripts/measure_concurrency.py --variant pruned-optimized --clients 4 --calls 10
+    python experiments/app-timing/measure_concurrency.py --variant pruned-optimized --clients 4 --calls 10
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 
 
@@ -31,7 +31,7 @@ def _calls(url: str, context: str, question: str, variant: str, calls: int, out:
     else:  # the HTTP API on one keep-alive connection: a light client, no 50 ms polling
         import httpx
 
-        from optimize.bench import http_api_call
+        from optimize.bench.app_timing import http_api_call
 
         http = httpx.Client(base_url=url, timeout=120)
         call = lambda: http_api_call(http, "qa", [context, question, variant, False])  # noqa: E731
@@ -43,8 +43,8 @@ def _calls(url: str, context: str, question: str, variant: str, calls: int, out:
 
 def main() -> None:
     from models.showdown import Showdown
-    from optimize.bench import app_process, connect
-    from optimize.report import QA_QUESTION, qa_context
+    from optimize.bench.app_timing import app_process, connect
+    from optimize.publish.report import QA_QUESTION, qa_context
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--variant", default="pruned-optimized")
