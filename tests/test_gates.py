@@ -1,7 +1,7 @@
 import pytest
 
 from optimize.evaluate.gates import AgreementBelowGate, AgreementGuard, GateFailed, check, failures, promise_line
-from optimize.evaluate.intervals import delta_text, paired_delta
+from optimize.evaluate.intervals import delta_text, paired_delta, paired_ratio
 
 
 def test_an_exact_export_is_gated_on_agreeing_with_its_source():
@@ -97,3 +97,22 @@ def test_the_promise_line_names_the_promise_and_each_gated_delta_with_its_interv
                "forced_f1_delta": {"delta": -0.2, "ci95": [-0.8, 0.3], "items": 616}}
     assert promise_line("qa", "onnxruntime", metrics) == ("lossy: F1 −0.4 (95% CI −0.9 to +0.1), forced F1 −0.2 "
                                                     "(95% CI −0.8 to +0.3), same span on 88.0%")
+
+
+def test_a_perplexity_ratio_gets_an_interval_from_resampling_paragraphs():
+    reference = [(100.0 + i, 50) for i in range(24)]  # (summed NLL, tokens) per paragraph
+    same = paired_ratio(reference, reference)
+    assert same == {"ratio": 1.0, "ci95": [1.0, 1.0], "items": 24}
+    worse = [(nll + 5.0 + (i % 3), tokens) for i, (nll, tokens) in enumerate(reference)]  # ~0.12 nats per token more
+    ratio = paired_ratio(reference, worse)
+    assert 1.1 < ratio["ratio"] < 1.15 and ratio["ci95"][0] < ratio["ratio"] < ratio["ci95"][1]
+    with pytest.raises(ValueError):
+        paired_ratio(reference, worse[:-1])
+
+
+def test_a_pruned_decoders_line_shows_its_perplexity_and_instruction_intervals():
+    metrics = {"promise": "pruned", "perplexity_ratio": 1.165, "perplexity_ratio_ci95": [1.121, 1.207],
+               "instruction_delta": {"delta": -6.7, "ci95": [-15.0, 1.7], "items": 60}, "agreement_pct": 71.23}
+    assert promise_line("generation", "torch", metrics) == (
+        "pruned: perplexity 1.165x (95% CI 1.121x to 1.207x), instruction set −6.7 (95% CI −15.0 to +1.7) points, "
+        "same greedy token on 71.2%")

@@ -26,6 +26,7 @@ from optimize.evaluate import instructions, squad
 from optimize.evaluate import squad_metrics as evaluate_qa
 from optimize.evaluate.gates import AgreementBelowGate, AgreementGuard, Gates
 from optimize.evaluate.heldout import PROMPTS
+from optimize.evaluate.intervals import paired_delta, paired_ratio
 from optimize.evaluate.squad_metrics import HeldOut
 
 log = logging.getLogger("optimize.evaluate.accuracy")
@@ -132,14 +133,20 @@ def identical_continuations(runner: Runner, sequences: list[torch.Tensor], promp
     return 100 * same / max(len(sequences), 1)
 
 
-def perplexity(runner: Runner, texts: list[str]) -> float:
-    nll = count = 0.0
+def text_nll(runner: Runner, texts: list[str]) -> list[tuple[float, int]]:
+    """Per text: summed negative log-likelihood of its tokens and how many were scored (what a
+    perplexity ratio's interval resamples)."""
+    out = []
     for text in texts:
         ids = runner.tokenizer(text, return_tensors="pt").input_ids[:, :PERPLEXITY_MAX_TOKENS]
         log_probs = torch.log_softmax(logits(runner, ids)[0, :-1], dim=-1)
-        nll -= float(log_probs.gather(1, ids[0, 1:, None]).sum())
-        count += ids.shape[1] - 1
-    return math.exp(nll / count)
+        out.append((-float(log_probs.gather(1, ids[0, 1:, None]).sum()), ids.shape[1] - 1))
+    return out
+
+
+def perplexity(runner: Runner, texts: list[str] | None = None, nll: list[tuple[float, int]] | None = None) -> float:
+    nll = nll if nll is not None else text_nll(runner, texts)
+    return math.exp(sum(n for n, _ in nll) / sum(c for _, c in nll))
 
 
 def heldout_paragraphs() -> list[str] | None:
@@ -159,9 +166,9 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
     def reference_side() -> dict:
         reference = load_reference()
         return {"sequences": [s.tolist() for s in greedy_continuations(reference)],
-                "perplexity": perplexity(reference, paragraphs) if paragraphs else None}
+                "paragraph_nll": text_nll(reference, paragraphs) if paragraphs else None}
 
-    cached = reference_cache(reference_path, f"generation-{_prompts_key()}", reference_side)
+    cached = reference_cache(reference_path, f"generation-v2-{_prompts_key()}", reference_side)
     sequences = [torch.tensor(s) for s in cached["sequences"]]
     prompt_lengths = [chat_prompt(runner.tokenizer, p).shape[1] for p in PROMPTS]
     # agreement gates an exact export, and a lossy one until reading comprehension gates it (optimize/evaluate/gates.py)
@@ -177,22 +184,32 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
     if exact and not rejected:
         # an export of its source's exact weights promises the same text, not just the same next token
         metrics["identical_continuations_pct"] = round(identical_continuations(runner, sequences, prompt_lengths), 2)
-    if paragraphs and cached["perplexity"]:
-        metrics["perplexity"] = round(perplexity(runner, paragraphs), 3)
-        metrics["reference_perplexity"] = round(cached["perplexity"], 3)
-        metrics["perplexity_ratio"] = round(metrics["perplexity"] / metrics["reference_perplexity"], 4)
+    if paragraphs and cached["paragraph_nll"]:
+        nll = text_nll(runner, paragraphs)
+        metrics["perplexity"] = round(perplexity(nll=nll), 3)
+        metrics["reference_perplexity"] = round(perplexity(nll=cached["paragraph_nll"]), 3)
+        ratio = paired_ratio(cached["paragraph_nll"], nll)  # paragraphs resampled: the ratio's interval
+        metrics["perplexity_ratio"], metrics["perplexity_ratio_ci95"] = ratio["ratio"], ratio["ci95"]
     # a lossy rung already over its perplexity budget is rejected: no minutes of decoding spent on it
     over_budget = promise == "lossy" and metrics.get("perplexity_ratio", 1) > Gates().lossy_perplexity_ratio
     if rejected or over_budget:
         return metrics
     # the public instruction set through the app's decoding path: shown for every variant
-    metrics["instruction_pct"] = instructions.measure(runner)["instruction_pct"]
+    measured = instructions.measure(runner)
+    metrics["instruction_pct"] = measured["instruction_pct"]
     if runner.runtime == "torch":
-        reference_score = reference_cache(reference_path, f"instructions-{_instructions_key()}",
-                                          lambda: {"instruction_pct": instructions.measure(load_reference())["instruction_pct"]})
-        metrics["reference_instruction_pct"] = reference_score["instruction_pct"]
+        def reference_score() -> dict:
+            scored = instructions.measure(load_reference())
+            return {"instruction_pct": scored["instruction_pct"],
+                    "passed": {item: answer["passed"] for item, answer in scored["answers"].items()}}
+
+        reference = reference_cache(reference_path, f"instructions-v2-{_instructions_key()}", reference_score)
+        metrics["reference_instruction_pct"] = reference["instruction_pct"]
         metrics["instruction_of_baseline_pct"] = round(
-            100 * metrics["instruction_pct"] / max(reference_score["instruction_pct"], 1e-9), 1)
+            100 * metrics["instruction_pct"] / max(reference["instruction_pct"], 1e-9), 1)
+        metrics["instruction_delta"] = paired_delta(  # points, prompts resampled
+            {item: float(ok) for item, ok in reference["passed"].items()},
+            {item: float(answer["passed"]) for item, answer in measured["answers"].items()})
     return metrics
 
 

@@ -134,7 +134,7 @@ def _perplexity_miss(metrics: dict, allowed: float, reference: str) -> list[str]
 def promise_line(task: str, runtime: str, metrics: dict) -> str:
     """The variant's promise and its gated measures in one line, as /variants and the app show it:
     "lossy: F1 −0.4 (95% CI −0.9 to +0.1), forced F1 −0.2 (…), same span on 88.0%"."""
-    from optimize.evaluate.intervals import delta_text
+    from optimize.evaluate.intervals import delta_text, ratio_text
 
     if not metrics or "note" in metrics:
         return ""
@@ -143,8 +143,12 @@ def promise_line(task: str, runtime: str, metrics: dict) -> str:
     for label, key in (("F1", "overall_f1_delta"), ("forced F1", "forced_f1_delta"), ("reading F1", "reading_f1_delta")):
         if key in metrics:
             parts.append(f"{label} {delta_text(metrics[key])}")
-    if "perplexity_ratio" in metrics:
+    if "perplexity_ratio_ci95" in metrics:
+        parts.append("perplexity " + ratio_text({"ratio": metrics["perplexity_ratio"], "ci95": metrics["perplexity_ratio_ci95"]}))
+    elif "perplexity_ratio" in metrics:
         parts.append(f"perplexity {metrics['perplexity_ratio']:.3f}x")
+    if "instruction_delta" in metrics:
+        parts.append(f"instruction set {delta_text(metrics['instruction_delta'])} points")
     if "agreement_pct" in metrics:
         parts.append(f"same {'span' if task == 'qa' else 'greedy token'} "
                      f"on {metrics['agreement_pct']:.1f}%")

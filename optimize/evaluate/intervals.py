@@ -6,7 +6,7 @@ keeps that shared part out of the delta's interval. A gate reads the point estim
 tells a reader whether a difference is noise (issue 26)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -28,6 +28,22 @@ def paired_delta(reference: Mapping[str, float], candidate: Mapping[str, float],
             "items": len(items)}
 
 
+def paired_ratio(reference: Sequence[tuple[float, int]], candidate: Sequence[tuple[float, int]],
+                 samples: int = SAMPLES, seed: int = 0) -> dict:
+    """Perplexity ratio candidate / reference over the same texts, each side given per text as
+    (summed negative log-likelihood, tokens), with a 95 % interval from resampling the texts:
+    exp((Σ nll_candidate − Σ nll_reference) / Σ tokens)."""
+    if len(reference) != len(candidate) or not reference:
+        raise ValueError("perplexity ratios need the same texts on both sides")
+    nll_r, tokens = np.array([r[0] for r in reference]), np.array([r[1] for r in reference], dtype=float)
+    nll_c = np.array([c[0] for c in candidate])
+    draws = np.random.default_rng(seed).integers(0, len(reference), (samples, len(reference)))
+    ratios = np.exp((nll_c[draws].sum(1) - nll_r[draws].sum(1)) / tokens[draws].sum(1))
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    point = float(np.exp((nll_c.sum() - nll_r.sum()) / tokens.sum()))
+    return {"ratio": round(point, 4), "ci95": [round(float(low), 4), round(float(high), 4)], "items": len(reference)}
+
+
 def delta_text(delta: dict) -> str:
     """"−0.4 (95 % CI −0.9 to +0.1)": a point estimate and its interval in one phrase."""
     low, high = delta["ci95"]
@@ -36,3 +52,9 @@ def delta_text(delta: dict) -> str:
 
 def _signed(value: float) -> str:
     return f"{value:+.1f}".replace("-", "−")
+
+
+def ratio_text(ratio: dict) -> str:
+    """"1.165x (95% CI 1.12x to 1.21x)"."""
+    low, high = ratio["ci95"]
+    return f"{ratio['ratio']:.3f}x (95% CI {low:.3f}x to {high:.3f}x)"
