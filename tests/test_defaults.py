@@ -157,12 +157,18 @@ def test_variants_show_generation_quality_beside_each_variant(app_client):
 
 BASELINE_NULL_GAP = pytest.mark.xfail(
     strict=True, reason="known gap (issue 11): the 12-head baseline answers 'sticks' (margin +0.8 over a 0.14 "
-                        "threshold); its INT8 export and the pruned models abstain")
+                        "threshold); the pruned models abstain")
+# its INT8 export inherits the gap: margin +0.93 over its own 0.77 threshold. Which graph the INT8 rungs quantize
+# used to flip with timing noise, and with it this answer (CI answered 'sticks', a local build abstained); the
+# build now keeps the fused graph only on a clear win (optimize/export/onnx.py: GRAPH_TIE), so this holds steady
+OPTIMIZED_NULL_GAP = pytest.mark.xfail(
+    strict=True, reason="known gap (issue 11): the baseline's INT8 export answers 'sticks' as the baseline does "
+                        "(margin +0.93 over its 0.77 threshold)")
 ALL_QA = ["baseline", "optimized", "pruned", "pruned-optimized"]
 
 
-def qa_variants(gap):
-    return [pytest.param(v, marks=gap) if v == "baseline" else v for v in ALL_QA]
+def qa_variants(gaps: dict):
+    return [pytest.param(v, marks=gaps[v]) if v in gaps else v for v in ALL_QA]
 
 
 @pytest.mark.parametrize("variant", ALL_QA)
@@ -176,7 +182,7 @@ def test_seed_example_finds_the_second_little_pig(app_client, variant):
     assert SEED_CONTEXT[result["start"]:result["end"]] == result["answer"]
 
 
-@pytest.mark.parametrize("variant", qa_variants(BASELINE_NULL_GAP))
+@pytest.mark.parametrize("variant", qa_variants({"baseline": BASELINE_NULL_GAP, "optimized": OPTIMIZED_NULL_GAP}))
 def test_unanswerable_seed_question_gets_no_answer_when_allowed(app_client, variant):
     client, _ = app_client
     allowed = client.predict(SEED_CONTEXT, "What did the wolf eat for breakfast?", variant, True, api_name="/qa")

@@ -145,7 +145,11 @@ def graph_optimize(onnx_dir: Path, output: Path, level: int, cuda: bool) -> Path
     return output / ONNX_FILE
 
 
-GRAPH_TIE = 0.03  # the fused graph must be this much faster to be kept
+# the fused graph must be this much faster to be kept. The two measured 1-3 % apart on this CPU, and a 3 %
+# tie let a loaded CI machine flip the pick: the INT8 rungs quantize whichever graph was kept, so the shipped
+# `optimized` answered one unanswerable seed question differently from run to run. A choice that changes
+# the model must not rest on noise: only a clear win (the 12-head fused Attention won by 6 % unloaded) counts.
+GRAPH_TIE = 0.10
 GRAPH_TIMING_SHAPES = ((1, 384), (2, 384), (1, 128))  # (windows, tokens): one full window, a long context, a short one
 
 
