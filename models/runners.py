@@ -7,6 +7,7 @@ models/generation.py and are shared by every runner, so the comparison is fair.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from dataclasses import dataclass, field
@@ -59,8 +60,9 @@ class Runner:
 
 def torch_qa_logits(model, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """A transformers QA model's start and end logits for numpy inputs."""
+    accepted = inspect.signature(model.forward).parameters  # DistilBERT has no token types
     with torch.inference_mode():
-        out = model(**{k: torch.from_numpy(v).to(model.device) for k, v in inputs.items()})
+        out = model(**{k: torch.from_numpy(v).to(model.device) for k, v in inputs.items() if k in accepted})
     return out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
 
 
@@ -95,7 +97,10 @@ def _load_torch(task: Task, path: Path):
 
     if task == "generation":
         return load_causal_lm(path)
-    return AutoModelForQuestionAnswering.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa").eval()
+    try:
+        return AutoModelForQuestionAnswering.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa").eval()
+    except ValueError:  # an architecture without SDPA attention (DeBERTa-v2) runs its own
+        return AutoModelForQuestionAnswering.from_pretrained(path, dtype=torch.float32).eval()
 
 
 def load_causal_lm(path: Path):

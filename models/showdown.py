@@ -7,6 +7,7 @@ message, and the other variants keep serving."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from models import generation, qa
-from models.catalog import REPO_ROOT, VARIANTS, Preset, Task, default_preset, preset, pushed_preset
+from models.catalog import REPO_ROOT, VARIANTS, Preset, Task, all_presets, default_preset, preset, pushed_preset
 from models.errors import InputError, VariantUnavailable
 from models.manifest import built_steps, read_manifest, rejected_recipes, size_bytes, verify
 from models.reports import accuracy_text
@@ -79,6 +80,27 @@ class Showdown:
         if task not in self.presets:
             raise InputError(f"Unknown task '{task}'; choose qa or generation.")
         return self.presets[task]
+
+    def _key(self, task: Task, variant: str) -> tuple[str, str]:
+        """Loaded runners, builds and faults are per preset: two presets of one task never share them."""
+        return self.preset(task).name, variant
+
+    def choices(self, task: Task) -> list[str]:
+        """The presets a visitor can pick for `task`: the one shown first, then every other preset of
+        the task with a variant built here (the offline default, then `optimize build --model` ones)."""
+        shown = self.preset(task)
+        others = [p for p in all_presets() if p.task == task and p.name != shown.name
+                  and any((p.built_dir(v.name) / "manifest.json").exists() for v in p.variants if v.source.kind == "built")]
+        return [shown.name, *(p.name for p in sorted(others, key=lambda p: not p.default))]
+
+    def using(self, task: Task, name: str | None) -> Showdown:
+        """This showdown with preset `name` shown for `task`: the same model thread, locks and loaded
+        runners, so switching presets per request costs nothing once a variant is loaded."""
+        if not name or name == self.preset(task).name:
+            return self
+        if name not in self.choices(task):
+            raise InputError(f"Unknown or unbuilt {task} preset '{name}'; choose one of {', '.join(self.choices(task))}.")
+        return dataclasses.replace(self, presets={**self.presets, task: preset(name)})
 
     # --- status -------------------------------------------------------------------------------
     def _locate(self, task: Task, variant: str) -> Path | None:
@@ -144,7 +166,7 @@ class Showdown:
         return f"{spec.runtime}; {steps}"
 
     def variant_status(self, task: Task, variant: str) -> dict:
-        key = (task, variant)
+        key = self._key(task, variant)
         spec = self.preset(task).variant(variant)
         with self._lock:
             building, failed, load_failed = self._building.get(key), self._failed.get(key), self._load_failed.get(key)
@@ -164,7 +186,8 @@ class Showdown:
         if accuracy.get("gates_missed"):
             detail += "; missed accuracy gate: " + "; ".join(accuracy["gates_missed"])
         return {
-            "task": task, "variant": variant, "runtime": spec.runtime, "status": status, "detail": detail,
+            "task": task, "preset": self.preset(task).name, "variant": variant, "runtime": spec.runtime,
+            "status": status, "detail": detail,
             "path": str(path) if path else None, "size_bytes": size_bytes(path) if path else 0,
             "accuracy": accuracy,
         }
@@ -190,7 +213,7 @@ class Showdown:
         """Load once and warm up; later calls reuse the loaded runner."""
         if variant not in VARIANTS:
             raise InputError(f"Unknown variant '{variant}'; choose one of {', '.join(VARIANTS)}.")
-        key = (task, variant)
+        key = self._key(task, variant)
         with self._lock:
             if key in self._runners:
                 return self._runners[key]
@@ -311,18 +334,18 @@ class Showdown:
     def mark_building(self, task: Task, variant: str, message: str) -> None:
         """What the variant's build is doing now: shown in its status, and calls to it say so."""
         with self._lock:
-            self._building[(task, variant)] = message
+            self._building[self._key(task, variant)] = message
 
     def mark_build_failed(self, task: Task, variant: str, message: str) -> None:
         with self._lock:
-            self._failed[(task, variant)] = message
+            self._failed[self._key(task, variant)] = message
 
     def mark_built(self, task: Task, variant: str) -> None:
         """A rebuilt variant is served from its new files: forget its runner and earlier faults."""
         with self._lock:
             for state in (self._runners, self._failed, self._load_failed):
-                state.pop((task, variant), None)
+                state.pop(self._key(task, variant), None)
 
     def mark_build_done(self, task: Task, variant: str) -> None:
         with self._lock:
-            self._building.pop((task, variant), None)
+            self._building.pop(self._key(task, variant), None)

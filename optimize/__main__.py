@@ -86,6 +86,15 @@ def main(argv: list[str] | None = None) -> int:
                        help="one explicit ONNX recipe instead of the default ladder (gguf-q4*: a GGUF source's own weights)")
     build.add_argument("--allow-missed-gates", action="store_true",
                        help="publish a variant that misses an accuracy gate, recording the miss (default: fail)")
+    build.add_argument("--model", metavar="ID_OR_PATH",
+                       help="your model (a Hub id or a folder): add it to the user catalog and build all four variants")
+    build.add_argument("--name", help="with --model: the preset's name (default: from the model id)")
+    build.add_argument("--revision", help="with --model: a Hub revision (branch, tag or commit)")
+    build.add_argument("--heads-kept", type=float, default=0.67, help="with --model: share of attention heads kept")
+    build.add_argument("--ffn-kept", type=float, default=0.67, help="with --model: share of FFN neurons kept")
+    build.add_argument("--layers-dropped", type=int, default=0, help="with --model: whole layers removed")
+    build.add_argument("--recovery-steps", type=int, default=300, help="with --model: distillation steps after pruning")
+    build.add_argument("--data", help="with --model: your own SQuAD-format JSON for recovery (default: the shared SQuAD data)")
 
     report = stages.add_parser("report", help="measure every ready variant side by side; write reports/")
     report.add_argument("--task", choices=("qa", "generation"), action="append")
@@ -172,22 +181,17 @@ def main(argv: list[str] | None = None) -> int:
     elif args.stage == "build":
         from models.catalog import default_preset, preset
         from models.errors import InputError, VariantUnavailable
-        from models.sources import resolve
-        from optimize.build import build_assembled, build_onnx
+        from optimize.build import build_variant
         from optimize.evaluate.gates import GateFailed
 
         try:
+            if args.model:
+                return _build_model(args)
             chosen = preset(args.preset) if args.preset else default_preset(args.task)
-            variant = chosen.variant(args.variant)
-            if variant.recipe_dir:
-                build_assembled(chosen, args.variant, force=args.force, evaluate=not args.no_eval, strict=not args.allow_missed_gates)
-            elif variant.runtime == "onnxruntime":
-                from optimize.quantize.recipes import named_recipe
-                recipe = named_recipe(chosen.task, args.recipe) if args.recipe else None
-                build_onnx(chosen, args.variant, recipe=recipe, force=args.force, evaluate=not args.no_eval,
-                           strict=not args.allow_missed_gates)
-            else:
-                print(resolve(chosen, variant))
+            from optimize.quantize.recipes import named_recipe
+            recipe = named_recipe(chosen.task, args.recipe) if args.recipe else None
+            print(build_variant(chosen, args.variant, recipe=recipe, force=args.force, evaluate=not args.no_eval,
+                                strict=not args.allow_missed_gates))
         except (InputError, VariantUnavailable, GateFailed) as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
@@ -227,6 +231,23 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 2
     return 0
+
+
+def _build_model(args) -> int:
+    """`build --model`: write the preset into the user catalog, build its four variants, say what each became."""
+    from models.catalog import PruneSpec
+    from models.user_presets import add_preset, catalog_path
+    from optimize.build import build_preset
+
+    spec = PruneSpec(heads_kept=args.heads_kept, ffn_kept=args.ffn_kept, layers_dropped=args.layers_dropped,
+                     recovery_steps=args.recovery_steps, data=args.data)
+    added = add_preset(args.model, args.task, args.name, args.revision, spec)
+    print(f"preset '{added.name}' written to {catalog_path()}")
+    outcome = build_preset(added, force=args.force, evaluate=not args.no_eval, strict=not args.allow_missed_gates)
+    for variant, result in outcome.items():
+        print(f"  {variant}: {result}")
+    print(f"serve it: SHOWDOWN_{args.task.upper()}_PRESET={added.name} python app.py")
+    return 0 if all(result == "ready" for result in outcome.values()) else 2
 
 
 if __name__ == "__main__":

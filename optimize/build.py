@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -72,20 +73,22 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = No
         progress(f"{preset.name}/{variant_name}: up to date, skipped")
         return target
     rejected: list[dict] = []
-    for index, candidate in enumerate(ladder):
-        try:
-            return _build_onnx_once(preset, variant_name, candidate, source, target, inputs, cuda, progress,
-                                    evaluate, strict, rejected)
-        except GateFailed as error:
-            if index == len(ladder) - 1:
-                raise
-            rejected.append({"recipe": asdict(candidate), "missed": str(error), "gates_missed": error.missed})
-            progress(f"{preset.name}/{variant_name}: {error} Trying the next recipe.")
+    with tempfile.TemporaryDirectory(prefix="ladder-") as shared:  # graphs the rungs have in common, made once
+        for index, candidate in enumerate(ladder):
+            try:
+                return _build_onnx_once(preset, variant_name, candidate, source, target, inputs, cuda, progress,
+                                        evaluate, strict, rejected, Path(shared))
+            except GateFailed as error:
+                if index == len(ladder) - 1:
+                    raise
+                rejected.append({"recipe": asdict(candidate), "missed": str(error), "gates_missed": error.missed})
+                progress(f"{preset.name}/{variant_name}: {error} Trying the next recipe.")
     raise AssertionError("unreachable")
 
 
 def _build_onnx_once(preset: Preset, variant_name: str, recipe: OnnxRecipe, source: Path, target: Path, inputs: dict,
-                     cuda: bool, progress: Progress, evaluate: bool, strict: bool, rejected: list[dict]) -> Path:
+                     cuda: bool, progress: Progress, evaluate: bool, strict: bool, rejected: list[dict],
+                     shared: Path) -> Path:
     variant = preset.variant(variant_name)
     steps = []
     with atomic_dir(target) as staging:
@@ -104,17 +107,17 @@ def _build_onnx_once(preset: Preset, variant_name: str, recipe: OnnxRecipe, sour
                           if recipe.smooth_alpha else "") if recipe.quantize else "fp32")
             steps.append(f"export+fuse+quantize (onnxruntime-genai model builder: GroupQueryAttention, {weights})")
         else:
-            current = _optimum_steps(source, work, preset, variant, recipe, cuda, steps, progress)
+            current = _optimum_steps(source, work, shared, preset, variant, recipe, cuda, steps, progress)
         if recipe.exporter != "optimum":
             add_logits_to_keep(current)
             steps.append("logits_to_keep input: the LM head runs on the last position only when decoding")
         for path in current.parent.iterdir():
-            if path.name.startswith(ONNX_FILE):
-                shutil.move(path, staging / path.name)
+            if path.name.startswith(ONNX_FILE):  # copied out of the rungs' shared graphs, moved out of this one's
+                (shutil.copy if shared in path.parents else shutil.move)(path, staging / path.name)
         for name in KEEP_FILES:
             if (source / name).exists():
                 shutil.copy(source / name, staging / name)
-        shutil.rmtree(work)
+        shutil.rmtree(work, ignore_errors=True)
         metrics = {}
         if evaluate:
             promise = "lossy" if recipe.quantize or (recipe.exporter == "gguf-grid" and not exact) else "exact"
@@ -150,11 +153,36 @@ def _gguf_grid_steps(preset: Preset, variant_name: str, source: Path, work: Path
     return current, level == 0 and not requantized
 
 
-def _optimum_steps(source: Path, work: Path, preset: Preset, variant, recipe: OnnxRecipe, cuda: bool,
+def _optimum_steps(source: Path, work: Path, shared: Path, preset: Preset, variant, recipe: OnnxRecipe, cuda: bool,
                    steps: list[str], progress: Progress) -> Path:
     """optimum export → ORT graph optimization → INT8 (CPU); returns the final model path."""
     name = f"{preset.name}/{variant.name}"
-    with stage(progress, f"{name}: exporting {variant.built_from} to ONNX"):
+    current, graph_steps = _optimum_graph(source, shared / f"opset{recipe.opset}-level{recipe.optimization_level}",
+                                          preset, name, variant.built_from, recipe, cuda, progress)
+    steps.extend(graph_steps)
+    if recipe.quantize and not cuda and recipe.weight_only_bits:
+        with stage(progress, f"{name}: weight-only INT{recipe.weight_only_bits} quantization"):
+            current = quantize_weight_only(current.parent, work / "quantized", recipe.weight_only_bits, recipe.block_size)
+        steps.append(f"quantize-weight-only-int{recipe.weight_only_bits} (MatMulNBits, block {recipe.block_size}, "
+                     "accuracy level 4)")
+    elif recipe.quantize and not cuda:
+        with stage(progress, f"{name}: dynamic INT8 quantization"):
+            current = quantize_dynamic(current.parent, work / "quantized", recipe)
+        steps.append(f"quantize-dynamic-int8 (per_channel={recipe.per_channel}, reduce_range={recipe.reduce_range}"
+                     + (f", fp32: {', '.join(recipe.keep_fp32)}" if recipe.keep_fp32 else "") + ")")
+    return current
+
+
+def _optimum_graph(source: Path, work: Path, preset: Preset, name: str, built_from: str, recipe: OnnxRecipe,
+                   cuda: bool, progress: Progress) -> tuple[Path, list[str]]:
+    """Export and graph optimization, and the faster of the two graphs: the same for every rung that
+    differs only in what it quantizes, so a ladder makes it once (kept in `work` with its steps)."""
+    record = work / "graph.json"
+    if record.exists():
+        made = json.loads(record.read_text())
+        return Path(made["graph"]), made["steps"]
+    steps = []
+    with stage(progress, f"{name}: exporting {built_from} to ONNX"):
         current = export(source, work / "export", preset.task, recipe.opset)
     steps.append(f"export-onnx (optimum, task {EXPORT_TASKS[preset.task]})")
     if recipe.optimization_level:
@@ -173,17 +201,8 @@ def _optimum_steps(source: Path, work: Path, preset: Preset, variant, recipe: On
             shapes = ", ".join(f"{w}x{t}" for w, t in GRAPH_TIMING_SHAPES)
             steps.append(f"kept the faster graph over windows x tokens {shapes} ({kept}), summed: "
                          + ", ".join(f"{k} {v:.1f} ms" for k, v in timings.items()))
-    if recipe.quantize and not cuda and recipe.weight_only_bits:
-        with stage(progress, f"{name}: weight-only INT{recipe.weight_only_bits} quantization"):
-            current = quantize_weight_only(current.parent, work / "quantized", recipe.weight_only_bits, recipe.block_size)
-        steps.append(f"quantize-weight-only-int{recipe.weight_only_bits} (MatMulNBits, block {recipe.block_size}, "
-                     "accuracy level 4)")
-    elif recipe.quantize and not cuda:
-        with stage(progress, f"{name}: dynamic INT8 quantization"):
-            current = quantize_dynamic(current.parent, work / "quantized", recipe)
-        steps.append(f"quantize-dynamic-int8 (per_channel={recipe.per_channel}, reduce_range={recipe.reduce_range}"
-                     + (f", fp32: {', '.join(recipe.keep_fp32)}" if recipe.keep_fp32 else "") + ")")
-    return current
+    record.write_text(json.dumps({"graph": str(current), "steps": steps}))
+    return current, steps
 
 
 def build_assembled(preset: Preset, variant_name: str, force: bool = False, progress: Progress = log.info,
@@ -219,6 +238,70 @@ def build_assembled(preset: Preset, variant_name: str, force: bool = False, prog
                        variant=variant_name)
     progress(f"{preset.name}/{variant_name}: ready ({size_bytes(target) / 1e6:.1f} MB) {json.dumps(metrics)}")
     return target
+
+
+def build_pruned(preset: Preset, variant_name: str, force: bool = False, progress: Progress = log.info,
+                 evaluate: bool = True, strict: bool = True) -> Path:
+    """A user's model pruned and recovered by the build itself (`Variant.prune`: shares kept, recovery
+    steps), then measured and gated as a `pruned` variant against its source."""
+    from optimize.prune.encoder import prune_and_recover
+
+    variant = preset.variant(variant_name)
+    if preset.task != "qa":
+        raise ValueError(f"{preset.name}/{variant_name}: pruning a user's decoder is not built yet (issue 30); "
+                         "its optimized variant builds")
+    source = resolve(preset, preset.variant(variant.built_from))
+    target = preset.built_dir(variant_name)
+    inputs = json.loads(json.dumps({"source": str(source), "source_sha256": source_fingerprint(source),
+                                    "prune": asdict(variant.prune)}))
+    if up_to_date(target, inputs) and not force:
+        progress(f"{preset.name}/{variant_name}: up to date, skipped")
+        return target
+    with atomic_dir(target) as staging:
+        with stage(progress, f"{preset.name}/{variant_name}: structured pruning of {variant.built_from}, then distillation"):
+            cut = prune_and_recover(source, staging, variant.prune, progress)
+        metrics = _evaluate(preset, variant_name, staging, source, strict, progress, "pruned") if evaluate else {}
+        steps = [f"structured-prune: {cut['heads_kept']}/{cut['heads']} heads and {cut['ffn_kept']}/{cut['ffn']} FFN "
+                 f"neurons per layer, {cut['layers']} layers", f"distill from {variant.built_from} ({cut['recovery_steps']} steps)"]
+        write_manifest(staging, source=f"{preset.name}/{variant.built_from}", steps=steps, metrics=metrics, inputs=inputs,
+                       size_bytes=size_bytes(staging), preset=preset.name, variant=variant_name)
+    progress(f"{preset.name}/{variant_name}: ready ({size_bytes(target) / 1e6:.1f} MB) {json.dumps(metrics)}")
+    return target
+
+
+def build_variant(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = None, force: bool = False,
+                  progress: Progress = log.info, evaluate: bool = True, strict: bool = True) -> Path:
+    """Whatever building `variant_name` means: assemble a committed plan, prune a user's model, run
+    the ONNX recipe ladder, or fetch/convert a source that is not built (resolve)."""
+    variant = preset.variant(variant_name)
+    if variant.recipe_dir:
+        return build_assembled(preset, variant_name, force, progress, evaluate, strict)
+    if variant.prune:
+        return build_pruned(preset, variant_name, force, progress, evaluate, strict)
+    if variant.runtime == "onnxruntime":
+        return build_onnx(preset, variant_name, recipe, force, progress, evaluate, strict)
+    return resolve(preset, variant)
+
+
+def build_preset(preset: Preset, force: bool = False, progress: Progress = log.info, evaluate: bool = True,
+                 strict: bool = True) -> dict[str, str]:
+    """Every variant in order (each after the one it is built from). One that cannot be built gets
+    its reason and the others still build; returns variant -> "ready" or the reason."""
+    from models.errors import InputError, VariantUnavailable
+    from optimize.prune.encoder_layout import UnsupportedArchitecture
+
+    outcome: dict[str, str] = {}
+    for variant in preset.variants:
+        if variant.built_from and outcome.get(variant.built_from, "ready") != "ready":
+            outcome[variant.name] = f"not built: {variant.built_from} is missing"
+            continue
+        try:
+            build_variant(preset, variant.name, force=force, progress=progress, evaluate=evaluate, strict=strict)
+            outcome[variant.name] = "ready"
+        except (GateFailed, UnsupportedArchitecture, VariantUnavailable, InputError, ValueError) as error:
+            outcome[variant.name] = str(error)
+            progress(f"{preset.name}/{variant.name}: {error}")
+    return outcome
 
 
 def up_to_date(target: Path, inputs: dict) -> bool:

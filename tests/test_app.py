@@ -19,7 +19,8 @@ def test_variants_endpoint_lists_status_path_size_and_accuracy(client):
         for variant in ("baseline", "optimized"):
             entry = by_key[(task, variant)]
             assert entry["status"] == "ready" and entry["path"] and entry["size_bytes"] > 0
-            assert set(entry) == {"task", "variant", "runtime", "status", "detail", "path", "size_bytes", "accuracy"}
+            assert set(entry) == {"task", "preset", "variant", "runtime", "status", "detail", "path", "size_bytes", "accuracy"}
+            assert entry["preset"] == f"tiny-{task}"
 
 
 @pytest.mark.parametrize("variant", ["baseline", "optimized"])

@@ -7,7 +7,7 @@ import shutil
 import pytest
 from gradio_client import Client
 
-from models.catalog import Preset, Source, Variant, _optimized
+from models.catalog import Preset, Source, Variant, optimized_variant
 from models.showdown import Showdown
 from tests.conftest import serve_app
 
@@ -45,7 +45,7 @@ def faulty_preset(built_presets, tiny_qa_dir) -> Preset:
     name = "tiny-qa-faults"
     preset = Preset(name, "qa", "tiny qa, corrupt artifacts", variants=(
         Variant("baseline", "torch", Source("local", str(tiny_qa_dir))),
-        *(_optimized(name, "qa", name=variant) for variant in FAULTS),
+        *(optimized_variant(name, "qa", name=variant) for variant in FAULTS),
     ))
     for variant, (corrupt, _) in FAULTS.items():
         shutil.copytree(built_presets["qa"].built_dir("optimized"), preset.built_dir(variant))

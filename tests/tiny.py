@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from models.catalog import Preset, Source, Variant, _optimized
+from models.catalog import Preset, Source, Variant, optimized_variant
 from models.qa import QAConfig
 from models.sources import minilm_path
 
@@ -24,6 +24,34 @@ def tiny_qa(directory: Path, seed: int = 0) -> Path:
     BertForQuestionAnswering(config).eval().save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     (directory / "qa_config.json").write_text(json.dumps({**QAConfig().__dict__, "null_threshold": -1e9}))
+    return directory
+
+
+ENCODERS = ("bert", "roberta", "distilbert", "electra", "albert", "deberta-v2")
+
+
+def tiny_encoder(directory: Path, model_type: str, seed: int = 0) -> Path:
+    """A QA model of `model_type` (ENCODERS) with random weights and MiniLM's WordPiece tokenizer;
+    RoBERTa and DistilBERT get no token types, as their own tokenizers give none."""
+    from transformers import AutoConfig, AutoModelForQuestionAnswering, AutoTokenizer
+
+    torch.manual_seed(seed)
+    types = model_type not in ("roberta", "distilbert")
+    tokenizer = AutoTokenizer.from_pretrained(
+        minilm_path(), **({} if types else {"model_input_names": ["input_ids", "attention_mask"]}))
+    sizes = {"distilbert": dict(dim=32, hidden_dim=64, n_layers=2, n_heads=4),
+             "albert": dict(embedding_size=16, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                            num_attention_heads=4),
+             "electra": dict(embedding_size=16, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                             num_attention_heads=4)}.get(model_type, dict(hidden_size=32, intermediate_size=64,
+                                                                         num_hidden_layers=2, num_attention_heads=4))
+    extra = {"roberta": dict(pad_token_id=tokenizer.pad_token_id, max_position_embeddings=520),
+             "deberta-v2": dict(relative_attention=True, position_buckets=32, pos_att_type=["p2c", "c2p"],
+                                max_relative_positions=-1, position_biased_input=False)}.get(model_type, {})
+    config = AutoConfig.for_model(model_type, **{"vocab_size": tokenizer.vocab_size, "max_position_embeddings": 512,
+                                                 **sizes, **extra})
+    AutoModelForQuestionAnswering.from_config(config).eval().save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
     return directory
 
 
@@ -49,5 +77,5 @@ def tiny_preset(task: str, baseline: Path, name: str | None = None) -> Preset:
     name = name or f"tiny-{task}"
     return Preset(name=name, task=task, title=f"tiny {task}", variants=(
         Variant("baseline", "torch", Source("local", str(baseline))),
-        _optimized(name, task),
+        optimized_variant(name, task),
     ))

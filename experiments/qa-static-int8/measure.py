@@ -43,8 +43,8 @@ def calibration_windows(tokenizer, config, count: int) -> list[dict]:
 
 def quantize_static(source_onnx: Path, output: Path, windows: list[dict], method: str, per_channel: bool) -> Path:
     import onnx
-    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
-                                          quantize_static as ort_quantize_static)
+    from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType
+    from onnxruntime.quantization import quantize_static as ort_quantize_static
 
     class Reader(CalibrationDataReader):
         def __init__(self):

@@ -1,6 +1,7 @@
-"""Structured pruning of a BERT QA model: attention heads and FFN neurons, ranked on calibration
-windows from the training articles, removed for real (smaller dense matrices, no masks in the
-graph), then recovered by distillation from the unpruned model.
+"""Structured pruning of a QA encoder (BERT, RoBERTa, DistilBERT, ELECTRA, ALBERT, DeBERTa-v2:
+optimize/prune/encoder_layout.py): attention heads and FFN neurons, ranked on calibration windows
+from the training articles, removed for real (smaller dense matrices, no masks in the graph), then
+recovered by distillation from the unpruned model.
 
 Importance (why these): a head's importance is the accumulated |d loss / d head_mask| (Michel et
 al., 2019), normalised per layer; an FFN neuron's is its mean |activation| times the L2 norm of
@@ -10,6 +11,7 @@ can fuse.
 """
 from __future__ import annotations
 
+import inspect
 import logging
 import random
 from dataclasses import dataclass, replace
@@ -18,6 +20,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from optimize.prune.encoder_layout import encoder_layers, head_count, layout, module, set_module
 from optimize.train.loop import collate
 
 log = logging.getLogger("optimize.prune.encoder")
@@ -34,86 +37,110 @@ class PruneConfig:
 
 
 def importance(model, features: list[dict], pad_id: int, config: PruneConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """(head importance [layers, heads], FFN neuron importance [layers, intermediate])."""
-    layers = model.bert.encoder.layer
-    heads = model.config.num_attention_heads
+    """(head importance [layers, heads], FFN neuron importance [layers, intermediate]). A head's
+    gradient comes from a mask that scales its slice of the context where the attention output
+    projection reads it: the same gradient as transformers' `head_mask` on the attention
+    probabilities, but on every architecture (DeBERTa-v2 has no `head_mask`)."""
+    spec = layout(model)
+    layers = encoder_layers(model)
+    heads = head_count(model)
     head_mask = torch.ones(len(layers), heads, requires_grad=True)
-    activation = [torch.zeros(layer.intermediate.dense.out_features) for layer in layers]
+    activation = [torch.zeros(module(layer, spec.ffn_out).in_features) for layer in layers]
     mask_holder: dict[str, torch.Tensor] = {}
 
-    def hook(index):
-        def record(module, inputs, output):
+    def gate_heads(index):
+        def scale(_, inputs):
+            context = inputs[0].unflatten(-1, (heads, -1)) * head_mask[index][:, None]
+            return (context.flatten(-2), *inputs[1:])
+        return scale
+
+    def record_ffn(index):
+        def record(_, inputs):
             tokens = mask_holder["mask"].unsqueeze(-1).float()
-            activation[index] += (output.detach().abs() * tokens).sum(dim=(0, 1))
+            activation[index] += (inputs[0].detach().abs() * tokens).sum(dim=(0, 1))
         return record
 
-    handles = [layer.intermediate.register_forward_hook(hook(i)) for i, layer in enumerate(layers)]
+    handles = [h for i, layer in enumerate(layers) for h in (
+        module(layer, spec.attention_out).register_forward_pre_hook(gate_heads(i)),
+        module(layer, spec.ffn_out).register_forward_pre_hook(record_ffn(i)))]
     sample = random.Random(config.seed).sample(features, min(config.calibration_windows, len(features)))
     model.eval()
     try:
         for start in range(0, len(sample), config.batch_size):
-            batch = collate(sample[start:start + config.batch_size], pad_id)
+            batch = model_inputs(model, collate(sample[start:start + config.batch_size], pad_id))
             mask_holder["mask"] = batch["attention_mask"]
-            loss = model(**batch, head_mask=head_mask).loss
-            loss.backward()
+            model(**batch).loss.backward()
     finally:
         for handle in handles:
             handle.remove()
     head_importance = head_mask.grad.abs()
     head_importance = head_importance / head_importance.norm(dim=-1, keepdim=True).clamp_min(1e-12)
     ffn_importance = torch.stack([
-        activation[i] * layer.output.dense.weight.detach().norm(dim=0) for i, layer in enumerate(layers)
+        activation[i] * module(layer, spec.ffn_out).weight.detach().norm(dim=0) for i, layer in enumerate(layers)
     ])
     model.zero_grad()
     return head_importance, ffn_importance
 
 
+def model_inputs(model, batch: dict) -> dict:
+    """The batch without inputs the architecture does not take (DistilBERT has no token types)."""
+    accepted = inspect.signature(model.forward).parameters
+    return {k: v for k, v in batch.items() if k in accepted}
+
+
 def _slice_linear(linear: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linear:
     weight = linear.weight.detach().index_select(dim, index).clone()
-    bias = linear.bias.detach().clone() if dim == 1 else linear.bias.detach()[index].clone()
-    out = nn.Linear(weight.shape[1], weight.shape[0])
-    out.weight.data, out.bias.data = weight, bias
+    out = nn.Linear(weight.shape[1], weight.shape[0], bias=linear.bias is not None)
+    out.weight.data = weight
+    if linear.bias is not None:
+        out.bias.data = linear.bias.detach().clone() if dim == 1 else linear.bias.detach()[index].clone()
     return out
 
 
 def prune(model, head_importance: torch.Tensor, ffn_importance: torch.Tensor, config: PruneConfig):
     """Remove the least important heads and FFN neurons of every layer, in place."""
-    heads = model.config.num_attention_heads
-    to_prune = {}
-    for layer_index, scores in enumerate(head_importance):
-        keep = set(scores.argsort(descending=True)[: config.heads_kept].tolist())
-        to_prune[layer_index] = [h for h in range(heads) if h not in keep]
-    model.prune_heads(to_prune)
-    for layer_index, layer in enumerate(model.bert.encoder.layer):
+    spec = layout(model)
+    heads = head_count(model)
+    kept_heads = [scores.argsort(descending=True)[: config.heads_kept].sort().values for scores in head_importance]
+    if config.heads_kept < heads and spec.heads_fixed:
+        log.warning("keeping all %d heads: %s", heads, spec.heads_fixed)
+    elif config.heads_kept < heads:
+        model.prune_heads({i: [h for h in range(heads) if h not in keep.tolist()] for i, keep in enumerate(kept_heads)})
+    for layer_index, layer in enumerate(encoder_layers(model)):
         keep = ffn_importance[layer_index].argsort(descending=True)[: config.ffn_kept].sort().values
-        layer.intermediate.dense = _slice_linear(layer.intermediate.dense, keep, dim=0)
-        layer.output.dense = _slice_linear(layer.output.dense, keep, dim=1)
-    model.config.intermediate_size = config.ffn_kept
+        set_module(layer, spec.ffn_in, _slice_linear(module(layer, spec.ffn_in), keep, dim=0))
+        set_module(layer, spec.ffn_out, _slice_linear(module(layer, spec.ffn_out), keep, dim=1))
+    setattr(model.config, spec.ffn_size_key, config.ffn_kept)
     return model
 
 
 def calibration_loss(model, sample: list[dict], pad_id: int, batch_size: int) -> float:
     with torch.inference_mode():
-        return sum(float(model(**collate(sample[i:i + batch_size], pad_id)).loss)
+        return sum(float(model(**model_inputs(model, collate(sample[i:i + batch_size], pad_id))).loss)
                    for i in range(0, len(sample), batch_size)) / max(1, len(sample) // batch_size)
 
 
 def drop_layers(model, features: list[dict], pad_id: int, config: PruneConfig):
     """Remove the `layers_dropped` encoder layers whose absence raises the calibration loss least
-    (each scored alone: one forward pass over the calibration windows per layer)."""
+    (each scored alone: one forward pass over the calibration windows per layer). ALBERT runs one
+    shared layer `num_hidden_layers` times: there it runs it fewer times."""
     if not config.layers_dropped:
         return model
-    layers = model.bert.encoder.layer
+    spec = layout(model)
+    if spec.shared_layers:
+        setattr(model.config, spec.layers_key, getattr(model.config, spec.layers_key) - config.layers_dropped)
+        return model
+    layers = encoder_layers(model)
     sample = random.Random(config.seed).sample(features, min(config.calibration_windows, len(features)))
     cost = []
     for index in range(len(layers)):
-        model.bert.encoder.layer = nn.ModuleList(layer for j, layer in enumerate(layers) if j != index)
+        set_module(model, spec.layers, nn.ModuleList(layer for j, layer in enumerate(layers) if j != index))
         cost.append(calibration_loss(model, sample, pad_id, config.batch_size))
     dropped = sorted(sorted(range(len(layers)), key=cost.__getitem__)[: config.layers_dropped])
     log.info("calibration loss without each layer %s; dropping %s", [round(c, 3) for c in cost], dropped)
     kept = [j for j in range(len(layers)) if j not in dropped]
-    model.bert.encoder.layer = nn.ModuleList(layers[j] for j in kept)
-    model.config.num_hidden_layers = len(kept)
+    set_module(model, spec.layers, nn.ModuleList(layers[j] for j in kept))
+    setattr(model.config, spec.layers_key, len(kept))
     # the pruned-head record is keyed by layer index and replayed on load: renumber it
     pruned_heads = {int(k): v for k, v in (model.config.pruned_heads or {}).items()}
     model.config.pruned_heads = {new: pruned_heads[old] for new, old in enumerate(kept) if pruned_heads.get(old)}
@@ -138,6 +165,17 @@ class RecoveryConfig:
     temperature: float = 2.0
     alpha: float = 0.7  # weight of the teacher's soft targets vs the labels
     freeze_word_embeddings: bool = False  # keep the baseline's: a GPU trip back then carries them once
+
+
+def distil_loss_fn(teacher, recovery: RecoveryConfig):
+    """The student's loss against the frozen teacher on the same batch (inputs the model takes)."""
+    def loss_fn(model, batch):
+        batch = model_inputs(model, batch)
+        with torch.inference_mode():
+            teacher_out = teacher(**{k: v for k, v in batch.items() if not k.endswith("_positions")})
+        teacher_out.start_logits, teacher_out.end_logits = teacher_out.start_logits.clone(), teacher_out.end_logits.clone()
+        return distillation_loss(model(**batch), teacher_out, batch, recovery.temperature, recovery.alpha)
+    return loss_fn
 
 
 def load_baseline(path):
@@ -172,21 +210,16 @@ def run(baseline_dir, prune_config: PruneConfig, train_config, recovery: Recover
     validation_data = squad.examples(articles, train_config.split.validation)
     teacher = load_baseline(baseline_dir).eval().to(train_config.device)
     student = pruned_copy(baseline_dir, features, tokenizer.pad_token_id, prune_config)
-    student.bert.embeddings.word_embeddings.requires_grad_(not recovery.freeze_word_embeddings)
+    student.get_input_embeddings().requires_grad_(not recovery.freeze_word_embeddings)
     before = evaluate_model(student, tokenizer, validation_data, train_config.qa)["metrics"]["overall_f1"]
     log.info("pruned to %d heads, %d FFN neurons per layer, %d layers dropped; validation F1 before recovery %.2f",
              prune_config.heads_kept, prune_config.ffn_kept, prune_config.layers_dropped, before)
 
-    def loss_fn(model, batch):
-        with torch.inference_mode():
-            teacher_out = teacher(**{k: v for k, v in batch.items() if not k.endswith("_positions")})
-        teacher_out.start_logits, teacher_out.end_logits = teacher_out.start_logits.clone(), teacher_out.end_logits.clone()
-        return distillation_loss(model(**batch), teacher_out, batch, recovery.temperature, recovery.alpha)
-
     history, best = [], {}
     started = time.perf_counter()
     fit(student, features, tokenizer.pad_token_id, train_config,
-        validation_tracker(student, tokenizer, validation_data, train_config, history, best), loss_fn)
+        validation_tracker(student, tokenizer, validation_data, train_config, history, best),
+        distil_loss_fn(teacher, recovery))
     extra = {"base_model": f"{baseline_dir} (pruned: {prune_config.heads_kept} heads, {prune_config.ffn_kept} FFN "
                            f"neurons per layer, {student.config.num_hidden_layers} layers; recovered by distillation, "
                            f"T={recovery.temperature}, alpha={recovery.alpha})",
@@ -216,3 +249,36 @@ def publish_if_gated(staging: Path, published: Path, baseline_dir: Path, result:
     check(str(published), "qa", "torch", beside_reference(result["held_out"], baseline))
     shutil.rmtree(published, ignore_errors=True)
     Path(staging).rename(published)
+
+
+def prune_and_recover(baseline_dir: Path, output: Path, spec, progress=log.info) -> dict:
+    """A user's model (`spec`: models.catalog.PruneSpec, shares of heads and FFN neurons kept):
+    prune it, distil it from itself for `spec.recovery_steps` steps on the shared training articles
+    (or `spec.data`), save it to `output`. The build measures and gates it afterwards, as every variant."""
+    from transformers import AutoTokenizer
+
+    from optimize.evaluate import squad
+    from optimize.train.finetune_qa import TrainConfig, training_examples, training_features
+    from optimize.train.loop import fit, seed_everything
+
+    train_config = TrainConfig(output=output, epochs=1, answerable_first_epochs=0, warmup_ratio=0.1,
+                               **({"data": Path(spec.data), "extra_data": ()} if spec.data else {}))
+    seed_everything(train_config.seed)
+    tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
+    examples = training_examples(train_config, squad.load_articles(train_config.data))
+    # one epoch is exactly the recovery budget: the schedule warms up and decays within it
+    examples = random.Random(train_config.seed).sample(examples, min(len(examples), spec.recovery_steps * train_config.batch_size))
+    features = training_features(tokenizer, examples, train_config.qa)
+    teacher = load_baseline(baseline_dir).eval()
+    heads, ffn = head_count(teacher), module(encoder_layers(teacher)[0], layout(teacher).ffn_out).in_features
+    heads_kept = heads if layout(teacher).heads_fixed else max(1, round(spec.heads_kept * heads))
+    config = PruneConfig(heads_kept=heads_kept, ffn_kept=max(1, round(spec.ffn_kept * ffn)),
+                         layers_dropped=spec.layers_dropped)
+    progress(f"pruning to {config.heads_kept}/{heads} heads, {config.ffn_kept}/{ffn} FFN neurons per layer, "
+             f"{config.layers_dropped} layers dropped; recovering for {spec.recovery_steps} steps")
+    student = pruned_copy(baseline_dir, features, tokenizer.pad_token_id, config)
+    fit(student, features, tokenizer.pad_token_id, train_config, lambda epoch: 0.0, distil_loss_fn(teacher, RecoveryConfig()))
+    student.eval().save_pretrained(output)
+    tokenizer.save_pretrained(output)
+    return {"heads_kept": config.heads_kept, "heads": heads, "ffn_kept": config.ffn_kept, "ffn": ffn,
+            "layers": student.config.to_dict().get(layout(student).layers_key), "recovery_steps": spec.recovery_steps}

@@ -118,7 +118,8 @@ def training_features(tokenizer, data: list[squad.Example], config: QAConfig) ->
                 start_token = next(t for t in context_tokens if offsets[t][1] > start_char)
                 end_token = next(t for t in reversed(context_tokens) if offsets[t][0] < end_char)
         features.append({
-            "input_ids": encoded["input_ids"][i], "token_type_ids": encoded["token_type_ids"][i],
+            "input_ids": encoded["input_ids"][i],  # RoBERTa-style tokenizers give no token types: all zero
+            "token_type_ids": encoded["token_type_ids"][i] if "token_type_ids" in encoded else [0] * len(encoded["input_ids"][i]),
             "start_positions": start_token, "end_positions": end_token,
         })
     return features

@@ -1,0 +1,85 @@
+"""Presets a user added with `python -m optimize build --model ID_OR_PATH --task qa|generation`:
+one YAML file beside the artifacts they describe (`<artifacts>/catalog.yaml`), so the catalog and
+what was built from it travel together.
+
+    format: 1
+    presets:
+      - name: roberta-base-squad2
+        task: qa
+        model: deepset/roberta-base-squad2   # a Hub id, or a local folder
+        revision: main                        # optional
+        prune: {heads_kept: 0.67, ffn_kept: 0.67, layers_dropped: 0, recovery_steps: 300}
+
+Every preset gets the four variants: the model as it is (`baseline`), its ONNX Runtime build
+(`optimized`), a structurally pruned copy recovered by distillation (`pruned`), and that copy's
+ONNX Runtime build (`pruned-optimized`).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, fields
+from pathlib import Path
+
+from models.catalog import Preset, PruneSpec, Source, Task, Variant, artifacts_root, optimized_variant
+from models.errors import InputError
+
+FORMAT = 1
+NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+
+
+def catalog_path() -> Path:
+    return artifacts_root() / "catalog.yaml"
+
+
+def _read() -> list[dict]:
+    import yaml
+
+    path = catalog_path()
+    if not path.exists():
+        return []
+    data = yaml.safe_load(path.read_text()) or {}
+    if data.get("format") != FORMAT:
+        raise InputError(f"{path} has format {data.get('format')!r}; this version reads format {FORMAT}.")
+    return list(data.get("presets") or [])
+
+
+def user_presets() -> tuple[Preset, ...]:
+    return tuple(_preset(entry) for entry in _read())
+
+
+def _preset(entry: dict) -> Preset:
+    name, task, model = entry["name"], entry["task"], str(entry["model"])
+    local = Path(model).expanduser()
+    source = Source("local", str(local.resolve())) if local.exists() else Source("hub", model, entry.get("revision"))
+    how = f"python -m optimize build --task {task} --preset {name} --variant"
+    prune = PruneSpec(**{k: v for k, v in (entry.get("prune") or {}).items() if k in {f.name for f in fields(PruneSpec)}})
+    return Preset(name=name, task=task, title=f"{model} (your model)", notes=f"added by `python -m optimize build --model {model}`",
+                  variants=(
+                      Variant("baseline", "torch", source, how_to_build=f"python -m optimize build --model {model} --task {task}"),
+                      optimized_variant(name, task),
+                      Variant("pruned", "torch", Source("built"), built_from="baseline", prune=prune,
+                              steps=("structured-prune (heads, FFN neurons, layers)", "distill from baseline"),
+                              how_to_build=f"{how} pruned"),
+                      optimized_variant(name, task, built_from="pruned", name="pruned-optimized"),
+                  ))
+
+
+def add_preset(model: str, task: Task, name: str | None = None, revision: str | None = None,
+               prune: PruneSpec | None = None) -> Preset:
+    """Write (or replace) the preset for `model` in the user catalog and return it."""
+    import yaml
+
+    name = name or re.sub(r"[^a-z0-9._-]+", "-", Path(model.rstrip("/")).name.lower()).strip("-")
+    if not NAME.match(name):
+        raise InputError(f"'{name}' is not a usable preset name: lower-case letters, digits, '.', '_' and '-', up to 64.")
+    from models.catalog import PRESETS
+
+    if any(p.name == name for p in PRESETS):
+        raise InputError(f"'{name}' is a built-in preset; pass --name to call yours something else.")
+    entry = {"name": name, "task": task, "model": model, **({"revision": revision} if revision else {}),
+             "prune": asdict(prune or PruneSpec())}
+    entries = [e for e in _read() if e["name"] != name] + [entry]
+    path = catalog_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"format": FORMAT, "presets": entries}, sort_keys=False))
+    return _preset(entry)
