@@ -8,6 +8,7 @@ from models import generation, qa
 from models.manifest import read_manifest, sha256
 from models.runners import load_runner
 from optimize.build import build_onnx
+from tests.conftest import requires_squad
 
 
 def test_optimized_variants_are_fused_onnx_with_a_complete_manifest(built_presets, tiny_qa_dir):
@@ -177,3 +178,19 @@ def test_reference_continuations_batched_in_pytorch_are_the_one_at_a_time_tokens
     assert [s.tolist() for s in batched[:16]] == [s.tolist() for s in one_at_a_time]
     new_tokens = [s.shape[1] - generation.preprocess(runner.tokenizer, p).shape[1] for s, p in zip(batched, PROMPTS)]
     assert len(batched) == len(PROMPTS) and min(new_tokens) < CONTINUATION_TOKENS == max(new_tokens)  # some stopped early
+
+
+@requires_squad()
+def test_a_generation_build_is_measured_against_its_source_with_intervals(tiny_llama_dir, tmp_path):
+    """The measure every default decoder build goes through, on a tiny model: its promise, agreement,
+    perplexity ratio with a paragraph-bootstrap interval, and the instruction-set score."""
+    from optimize.quantize.recipes import OnnxRecipe
+    from tests.tiny import tiny_preset
+
+    preset = tiny_preset("generation", tiny_llama_dir, name="tiny-generation-measured")
+    built = build_onnx(preset, "optimized", recipe=OnnxRecipe(quantize=False, exporter="genai-builder"), strict=False)
+    metrics = read_manifest(built)["metrics"]
+    assert metrics["promise"] == "exact" and metrics["agreement_pct"] > 99, metrics
+    low, high = metrics["perplexity_ratio_ci95"]
+    assert low <= metrics["perplexity_ratio"] <= high and abs(metrics["perplexity_ratio"] - 1) < 0.01, metrics
+    assert "instruction_pct" in metrics and metrics["summary"].startswith("exact: perplexity"), metrics

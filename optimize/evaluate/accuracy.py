@@ -144,7 +144,9 @@ def text_nll(runner: Runner, texts: list[str]) -> list[tuple[float, int]]:
     return out
 
 
-def perplexity(runner: Runner, texts: list[str] | None = None, nll: list[tuple[float, int]] | None = None) -> float:
+def perplexity(runner: Runner | None = None, texts: list[str] | None = None,
+               nll: list[tuple[float, int]] | None = None) -> float:
+    """Over `texts` with `runner`, or from per-text (summed NLL, tokens) already measured."""
     nll = nll if nll is not None else text_nll(runner, texts)
     return math.exp(sum(n for n, _ in nll) / sum(c for _, c in nll))
 
