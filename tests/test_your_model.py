@@ -90,3 +90,14 @@ def test_the_app_offers_every_built_preset_and_answers_with_the_one_picked(tmp_p
             client.predict(CONTEXT, "Who built a house of sticks?", "pruned", api_name="/qa")
         with pytest.raises(AppError, match="Unknown or unbuilt qa preset 'no-such-model'"):
             client.predict(CONTEXT, "Who?", "optimized", False, "no-such-model", api_name="/qa_preset")
+
+
+def test_your_decoder_gets_its_optimized_variant_and_a_message_for_the_rest(tmp_path, capsys):
+    from tests.tiny import tiny_llama
+
+    model_dir = tiny_llama(tmp_path / "llama", init_range=0.2)
+    assert main(["build", "--model", str(model_dir), "--task", "generation", "--name", "tiny-decoder", "--no-eval"]) == 2
+    printed = capsys.readouterr().out
+    assert "baseline: ready" in printed and "optimized: ready" in printed
+    assert "pruned: tiny-decoder/pruned: pruning a user's decoder is not built yet" in printed
+    assert "pruned-optimized: not built: pruned is missing" in printed
