@@ -158,6 +158,7 @@ class OnnxCausalLM:
 
     def __init__(self, path: Path, session_options, provider: str):
         import onnxruntime
+        from transformers import AutoConfig
 
         config = json.loads((path / "config.json").read_text())
         self.session = onnxruntime.InferenceSession(str(path / "model.onnx"), session_options, providers=[provider])
@@ -165,9 +166,10 @@ class OnnxCausalLM:
         configured = json.loads(generation_config.read_text()).get("eos_token_id") if generation_config.exists() else None
         configured = configured if configured is not None else config.get("eos_token_id")
         eos = set(configured if isinstance(configured, list) else [configured] if configured is not None else [])
-        heads = config["num_attention_heads"]
-        self.decoder = GreedyDecoder(self.session, eos, kv_heads=config.get("num_key_value_heads", heads),
-                                     head_dim=config.get("head_dim") or config["hidden_size"] // heads,
+        shape = AutoConfig.from_pretrained(path)  # maps each family's names (GPT-2's n_head) to the common ones
+        heads = shape.num_attention_heads
+        self.decoder = GreedyDecoder(self.session, eos, kv_heads=getattr(shape, "num_key_value_heads", None) or heads,
+                                     head_dim=getattr(shape, "head_dim", None) or shape.hidden_size // heads,
                                      shares_kv_buffer=_has_op(path / "model.onnx", "GroupQueryAttention"))
 
     def __call__(self, input_ids: torch.Tensor, **_ignored) -> SimpleNamespace:

@@ -33,6 +33,7 @@ from optimize.export.onnx import (
     graph_optimize,
 )
 from optimize.progress import stage
+from optimize.prune.encoder_layout import UnsupportedArchitecture
 from optimize.quantize.ort import quantize_dynamic, quantize_weight_only
 from optimize.quantize.recipes import OnnxRecipe, recipe_ladder
 
@@ -78,10 +79,11 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = No
             try:
                 return _build_onnx_once(preset, variant_name, candidate, source, target, inputs, cuda, progress,
                                         evaluate, strict, rejected, Path(shared))
-            except GateFailed as error:
+            except (GateFailed, UnsupportedArchitecture) as error:  # missed its gates, or cannot apply here
                 if index == len(ladder) - 1:
                     raise
-                rejected.append({"recipe": asdict(candidate), "missed": str(error), "gates_missed": error.missed})
+                rejected.append({"recipe": asdict(candidate), "missed": str(error),
+                                 "gates_missed": getattr(error, "missed", [])})
                 progress(f"{preset.name}/{variant_name}: {error} Trying the next recipe.")
     raise AssertionError("unreachable")
 
@@ -244,12 +246,10 @@ def build_pruned(preset: Preset, variant_name: str, force: bool = False, progres
                  evaluate: bool = True, strict: bool = True) -> Path:
     """A user's model pruned and recovered by the build itself (`Variant.prune`: shares kept, recovery
     steps), then measured and gated as a `pruned` variant against its source."""
-    from optimize.prune.encoder import prune_and_recover
+    from optimize.prune import encoder
+    from optimize.train import distil_decoder
 
     variant = preset.variant(variant_name)
-    if preset.task != "qa":
-        raise ValueError(f"{preset.name}/{variant_name}: pruning a user's decoder is not built yet (issue 30); "
-                         "its optimized variant builds")
     source = resolve(preset, preset.variant(variant.built_from))
     target = preset.built_dir(variant_name)
     inputs = json.loads(json.dumps({"source": str(source), "source_sha256": source_fingerprint(source),
@@ -259,10 +259,12 @@ def build_pruned(preset: Preset, variant_name: str, force: bool = False, progres
         return target
     with atomic_dir(target) as staging:
         with stage(progress, f"{preset.name}/{variant_name}: structured pruning of {variant.built_from}, then distillation"):
-            cut = prune_and_recover(source, staging, variant.prune, progress)
+            cut = (encoder if preset.task == "qa" else distil_decoder).prune_and_recover(source, staging, variant.prune, progress)
         metrics = _evaluate(preset, variant_name, staging, source, strict, progress, "pruned") if evaluate else {}
-        steps = [f"structured-prune: {cut['heads_kept']}/{cut['heads']} heads and {cut['ffn_kept']}/{cut['ffn']} FFN "
-                 f"neurons per layer, {cut['layers']} layers", f"distill from {variant.built_from} ({cut['recovery_steps']} steps)"]
+        heads = f"{cut['heads_kept']}/{cut['heads']} heads and " if "heads" in cut else ""
+        steps = [f"structured-prune: {heads}{cut['ffn_kept']}/{cut['ffn']} FFN neurons per layer, {cut['layers']} layers"
+                 + (f" (dropped {cut['dropped_layers']})" if cut.get("dropped_layers") else ""),
+                 f"distill from {variant.built_from} ({cut['recovery_steps']} steps)"]
         write_manifest(staging, source=f"{preset.name}/{variant.built_from}", steps=steps, metrics=metrics, inputs=inputs,
                        size_bytes=size_bytes(staging), preset=preset.name, variant=variant_name)
     progress(f"{preset.name}/{variant_name}: ready ({size_bytes(target) / 1e6:.1f} MB) {json.dumps(metrics)}")
@@ -287,9 +289,6 @@ def build_preset(preset: Preset, force: bool = False, progress: Progress = log.i
                  strict: bool = True) -> dict[str, str]:
     """Every variant in order (each after the one it is built from). One that cannot be built gets
     its reason and the others still build; returns variant -> "ready" or the reason."""
-    from models.errors import InputError, VariantUnavailable
-    from optimize.prune.encoder_layout import UnsupportedArchitecture
-
     outcome: dict[str, str] = {}
     for variant in preset.variants:
         if variant.built_from and outcome.get(variant.built_from, "ready") != "ready":
@@ -298,9 +297,11 @@ def build_preset(preset: Preset, force: bool = False, progress: Progress = log.i
         try:
             build_variant(preset, variant.name, force=force, progress=progress, evaluate=evaluate, strict=strict)
             outcome[variant.name] = "ready"
-        except (GateFailed, UnsupportedArchitecture, VariantUnavailable, InputError, ValueError) as error:
-            outcome[variant.name] = str(error)
-            progress(f"{preset.name}/{variant.name}: {error}")
+        except Exception as error:  # noqa: BLE001 - one variant's failure is reported; the others still build
+            outcome[variant.name] = str(error) if isinstance(error, (GateFailed, UnsupportedArchitecture)) else (
+                f"{type(error).__name__}: {error}")
+            log.warning("%s/%s not built", preset.name, variant.name, exc_info=not isinstance(error, GateFailed))
+            progress(f"{preset.name}/{variant.name}: {outcome[variant.name]}")
     return outcome
 
 

@@ -16,7 +16,7 @@ from models.showdown import Showdown
 from models.user_presets import catalog_path
 from optimize.__main__ import main
 from tests.conftest import requires_squad, serve_app
-from tests.tiny import ENCODERS, tiny_encoder
+from tests.tiny import DECODERS, ENCODERS, tiny_decoder, tiny_encoder
 
 CONTEXT = "The second little pig built his house out of sticks. The wolf blew it down in one breath."
 pytestmark = requires_squad()  # recovery distils on the shared SQuAD training articles
@@ -92,12 +92,22 @@ def test_the_app_offers_every_built_preset_and_answers_with_the_one_picked(tmp_p
             client.predict(CONTEXT, "Who?", "optimized", False, "no-such-model", api_name="/qa_preset")
 
 
-def test_your_decoder_gets_its_optimized_variant_and_a_message_for_the_rest(tmp_path, capsys):
-    from tests.tiny import tiny_llama
+@pytest.mark.parametrize("architecture", DECODERS)
+def test_your_decoder_gets_four_variants_that_generate_through_the_app(architecture, tmp_path, built_presets):
+    from transformers import AutoConfig
 
-    model_dir = tiny_llama(tmp_path / "llama", init_range=0.2)
-    assert main(["build", "--model", str(model_dir), "--task", "generation", "--name", "tiny-decoder", "--no-eval"]) == 2
-    printed = capsys.readouterr().out
-    assert "baseline: ready" in printed and "optimized: ready" in printed
-    assert "pruned: tiny-decoder/pruned: pruning a user's decoder is not built yet" in printed
-    assert "pruned-optimized: not built: pruned is missing" in printed
+    name = f"tiny-{architecture}"
+    model_dir = tiny_decoder(tmp_path / architecture, architecture)
+    assert main(["build", "--model", str(model_dir), "--task", "generation", "--name", name, "--recovery-steps", "2",
+                 "--no-eval"]) == 0
+    yours = preset(name)
+    ffn = "n_inner" if architecture == "gpt2" else "intermediate_size"
+    assert getattr(AutoConfig.from_pretrained(yours.built_dir("pruned")), ffn) == 96  # 67 % of 128, in groups of 32
+    steps = " ".join(json.loads((yours.built_dir("optimized") / "manifest.json").read_text())["steps"])
+    assert ("optimum" if architecture == "gpt2" else "onnxruntime-genai model builder") in steps, steps
+
+    with serve_app(Showdown(presets={"qa": built_presets["qa"], "generation": yours})) as url:
+        client = Client(url, verbose=False)
+        for variant in ("baseline", "optimized", "pruned", "pruned-optimized"):
+            result = client.predict("Tell me about pigs.", variant, 4, api_name="/generate")
+            assert result["new_tokens"] >= 1 and isinstance(result["text"], str), result

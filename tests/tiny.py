@@ -73,6 +73,29 @@ def tiny_llama(directory: Path, seed: int = 0, layers: int = 2, init_range: floa
     return directory
 
 
+DECODERS = ("llama", "mistral", "qwen2", "gemma", "phi3", "gpt2")
+
+
+def tiny_decoder(directory: Path, model_type: str, seed: int = 0, init_range: float = 0.2) -> Path:
+    """A causal LM of `model_type` (DECODERS) with random weights, MiniLM's tokenizer and a chat template."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(seed)
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.eos_token = tokenizer.sep_token
+    ids = dict(vocab_size=tokenizer.vocab_size, eos_token_id=tokenizer.sep_token_id, bos_token_id=tokenizer.cls_token_id,
+               pad_token_id=tokenizer.pad_token_id, initializer_range=init_range)
+    sizes = (dict(n_embd=64, n_inner=128, n_layer=2, n_head=4, n_positions=512) if model_type == "gpt2" else
+             dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                  max_position_embeddings=512, **({"head_dim": 16} if model_type == "gemma" else {}),
+                  **({"original_max_position_embeddings": 512} if model_type == "phi3" else {})))  # as Phi-3-mini-4k
+    config = AutoConfig.for_model(model_type, **ids, **sizes)
+    AutoModelForCausalLM.from_config(config).eval().save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
 def tiny_preset(task: str, baseline: Path, name: str | None = None) -> Preset:
     name = name or f"tiny-{task}"
     return Preset(name=name, task=task, title=f"tiny {task}", variants=(

@@ -52,6 +52,24 @@ def add_logits_to_keep(model_path: Path) -> None:
     onnx.save(model, str(model_path))
 
 
+GENAI_BUILDER_TYPES = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi", "phi3", "granite",
+                       "olmo", "nemotron", "chatglm"}
+# SmoothQuant and the attention-sensitivity ranking edit Llama-style blocks: gate/up/down, v/o, and an
+# RMSNorm whose gain multiplies (Gemma's adds one to it, so dividing its gain is not exact)
+LLAMA_BLOCK_TYPES = {"llama", "mistral", "qwen2"}
+
+
+def _check_builder_recipe(model_type: str, smooths: bool, ranks_attention: bool) -> None:
+    """A recipe this architecture cannot take is a rung the ladder skips, with the reason."""
+    from optimize.prune.encoder_layout import UnsupportedArchitecture
+
+    if model_type not in GENAI_BUILDER_TYPES:
+        raise UnsupportedArchitecture(f"ONNX Runtime GenAI's model builder does not build '{model_type}' models")
+    if (smooths or ranks_attention) and model_type not in LLAMA_BLOCK_TYPES:
+        raise UnsupportedArchitecture(f"SmoothQuant and the attention-sensitivity ranking here edit Llama-style blocks "
+                                      f"({', '.join(sorted(LLAMA_BLOCK_TYPES))}), not '{model_type}'")
+
+
 def genai_build(source: Path, output: Path, recipe: OnnxRecipe, cuda: bool) -> tuple[Path, list[int]]:
     """ONNX Runtime GenAI's model builder: fused decoder graph + weight-only INT8 (FP16 on CUDA).
     Returns the model and the layers whose attention stayed fp32 by sensitivity."""
@@ -62,7 +80,10 @@ def genai_build(source: Path, output: Path, recipe: OnnxRecipe, cuda: bool) -> t
 
     int8 = recipe.quantize and not cuda
     smooth = bool(recipe.smooth_alpha and int8)
-    widths = json.loads((source / "config.json").read_text()).get("intermediate_sizes")
+    config = json.loads((source / "config.json").read_text())
+    _check_builder_recipe(config["model_type"], smooth or bool(recipe.smooth_attention and int8),
+                          bool(int8 and recipe.fp32_attention_share))
+    widths = config.get("intermediate_sizes")
     fp32_attention_layers: list[int] = []
     if smooth or widths or (int8 and recipe.fp32_attention_share):  # one load, edits in memory, one copy for the builder
         from transformers import AutoTokenizer
@@ -91,7 +112,12 @@ def genai_build(source: Path, output: Path, recipe: OnnxRecipe, cuda: bool) -> t
                "-p", precision, "-e", provider, "-c", str(output.parent / "builder-cache"), "--extra_options", *options]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0 or not (output / ONNX_FILE).exists():
-        raise RuntimeError(f"onnxruntime-genai model builder failed: {done.stderr[-2000:]}")
+        from optimize.prune.encoder_layout import UnsupportedArchitecture
+
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        log.warning("onnxruntime-genai model builder failed:\n%s", done.stderr[-2000:])
+        # a rung this model cannot take (the ladder goes on to optimum's export), with the builder's own reason
+        raise UnsupportedArchitecture(f"ONNX Runtime GenAI's model builder failed on this model ({last[:300]})")
     if widths:
         narrow_ffn.narrow(output / ONNX_FILE, widths)
     return output / ONNX_FILE, fp32_attention_layers

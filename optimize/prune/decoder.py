@@ -1,5 +1,6 @@
-"""Structured pruning of a LLaMA-style decoder: whole layers and FFN neurons, ranked on
-calibration text, removed for real, then recovered by distillation from the unpruned model.
+"""Structured pruning of a decoder (Llama, Mistral, Qwen2, Gemma, Phi-3, GPT-2:
+optimize/prune/decoder_layout.py): whole layers and FFN neurons, ranked on calibration text,
+removed for real, then recovered by distillation from the unpruned model.
 
 Layer importance is ShortGPT's block influence, 1 − cos(hidden in, hidden out) averaged over
 calibration tokens: a layer that barely turns the residual stream can go. FFN neuron importance
@@ -17,6 +18,10 @@ from pathlib import Path
 
 import torch
 from torch import nn
+
+from optimize.prune.decoder_layout import decoder_layers, ffn_out_norms, ffn_width, layout, narrow_ffn
+from optimize.prune.encoder_layout import module as find
+from optimize.prune.encoder_layout import set_module
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +41,12 @@ FFN_BLOCK = 16  # kept widths are multiples of the INT8 build's MatMulNBits bloc
 
 
 def importance(model, texts: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(layer influence [layers], FFN neuron importance [layers, intermediate])."""
-    layers = model.model.layers
+    """(layer influence [layers], FFN neuron importance [layers, intermediate]), on any decoder in
+    optimize/prune/decoder_layout.py."""
+    spec = layout(model)
+    layers = decoder_layers(model)
     influence = torch.zeros(len(layers))
-    activation = torch.zeros(len(layers), layers[0].mlp.down_proj.in_features)
+    activation = torch.zeros(len(layers), ffn_width(model))
     tokens = 0
 
     def layer_hook(index):
@@ -56,7 +63,7 @@ def importance(model, texts: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Te
         return record
 
     handles = [layer.register_forward_hook(layer_hook(i), with_kwargs=True) for i, layer in enumerate(layers)]
-    handles += [layer.mlp.down_proj.register_forward_hook(mlp_hook(i)) for i, layer in enumerate(layers)]
+    handles += [find(layer, spec.ffn_out).register_forward_hook(mlp_hook(i)) for i, layer in enumerate(layers)]
     try:
         with torch.inference_mode():
             for ids in texts:
@@ -65,28 +72,12 @@ def importance(model, texts: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Te
     finally:
         for handle in handles:
             handle.remove()
-    norms = torch.stack([layer.mlp.down_proj.weight.detach().norm(dim=0) for layer in layers])
+    norms = torch.stack([ffn_out_norms(layer, spec) for layer in layers])
     return influence / tokens, activation / tokens * norms
 
 
 def ffn_widths(kept_neurons: dict[int, torch.Tensor]) -> list[int]:
     return [int(kept_neurons[i].numel()) for i in sorted(kept_neurons)]
-
-
-def _rows(linear: nn.Linear, index: torch.Tensor) -> nn.Linear:
-    out = nn.Linear(linear.in_features, len(index), bias=linear.bias is not None)
-    out.weight.data = linear.weight.detach()[index].clone()
-    if linear.bias is not None:
-        out.bias.data = linear.bias.detach()[index].clone()
-    return out
-
-
-def _columns(linear: nn.Linear, index: torch.Tensor) -> nn.Linear:
-    out = nn.Linear(len(index), linear.out_features, bias=linear.bias is not None)
-    out.weight.data = linear.weight.detach()[:, index].clone()
-    if linear.bias is not None:
-        out.bias.data = linear.bias.detach().clone()
-    return out
 
 
 def plan(influence: torch.Tensor, neurons: torch.Tensor, config: DecoderPruneConfig) -> tuple[list[int], dict[int, torch.Tensor]]:
@@ -180,23 +171,21 @@ def stack_deltas(first: dict[str, torch.Tensor], second: dict[str, torch.Tensor]
 
 def prune_with_plan(model, dropped: list[int], kept_neurons: dict[int, torch.Tensor]):
     """Reapply a recorded plan: drop `dropped` layers, keep `kept_neurons[new_index]` FFN neurons."""
-    kept = [i for i in range(len(model.model.layers)) if i not in set(dropped)]
-    model.model.layers = nn.ModuleList(model.model.layers[i] for i in kept)
-    for new_index, layer in enumerate(model.model.layers):
-        keep = kept_neurons[new_index]
-        layer.mlp.gate_proj, layer.mlp.up_proj = _rows(layer.mlp.gate_proj, keep), _rows(layer.mlp.up_proj, keep)
-        layer.mlp.down_proj = _columns(layer.mlp.down_proj, keep)
-        layer.self_attn.layer_idx = new_index
-    model.config.num_hidden_layers = len(kept)
+    spec = layout(model)
+    layers = decoder_layers(model)
+    kept = [i for i in range(len(layers)) if i not in set(dropped)]
+    set_module(model, spec.layers, nn.ModuleList(layers[i] for i in kept))
+    for new_index, layer in enumerate(decoder_layers(model)):
+        narrow_ffn(layer, spec, kept_neurons[new_index])
+        find(layer, spec.attention).layer_idx = new_index  # the KV cache is addressed by it
+    setattr(model.config, spec.layers_key, len(kept))
     sizes = ffn_widths(kept_neurons)
-    model.config.intermediate_size = max(sizes)
+    setattr(model.config, spec.ffn_size_key, max(sizes))
     if len(set(sizes)) > 1:  # read by models.runners.load_causal_lm; transformers itself assumes one width
         model.config.intermediate_sizes = sizes
     if getattr(model.config, "layer_types", None):
         model.config.layer_types = [model.config.layer_types[i] for i in kept]
     return model
-
-
 
 
 def save_recovery(output: Path, dropped: list[int], kept_neurons: dict[int, torch.Tensor],
