@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="your model (a Hub id or a folder): add it to the user catalog and build all four variants")
     build.add_argument("--name", help="with --model: the preset's name (default: from the model id)")
     build.add_argument("--revision", help="with --model: a Hub revision (branch, tag or commit)")
-    build.add_argument("--heads-kept", type=float, default=0.67, help="with --model: share of attention heads kept (encoders; decoders keep every head)")
+    build.add_argument("--heads-kept", type=float, default=0.67, help="with --model: share of attention heads kept (GQA: of each group's queries)")
     build.add_argument("--ffn-kept", type=float, default=0.67, help="with --model: share of FFN neurons kept")
     build.add_argument("--layers-dropped", type=int, default=0, help="with --model: whole layers removed")
     build.add_argument("--recovery-steps", type=int, default=300, help="with --model: distillation steps after pruning")

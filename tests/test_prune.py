@@ -308,3 +308,40 @@ def test_teacher_chats_are_the_teachers_one_at_a_time_answers(tmp_path):
         assert chat.tolist() == runner.generate(ids, 24)[:, : ids.shape[1] + 24].tolist()
         lengths.append(chat.shape[1] - ids.shape[1])
     assert min(lengths) < 24 == max(lengths)  # some answers stopped at their end of turn
+
+
+@pytest.mark.parametrize("model_type, kv_heads", [("llama", 2), ("llama", 4), ("phi3", 2), ("qwen2", 2)])
+def test_pruned_decoder_heads_compute_what_masking_them_computes_and_reload(tmp_path, model_type, kv_heads):
+    """Grouped heads keep their own KV head (GQA: every group keeps half its queries; one KV head per
+    query: a head goes with its key and value); the saved model reloads as an ordinary checkpoint."""
+    from transformers import AutoModelForCausalLM
+
+    from optimize.prune.decoder_heads import head_importance, kept_heads, prune_heads
+    from tests.tiny import tiny_decoder
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_decoder(tmp_path / "base", model_type, num_key_value_heads=kv_heads))
+    ids = torch.randint(1000, 2000, (1, 24))
+    queries, kvs = kept_heads(head_importance(model, [ids]), kv_heads, share=0.5)
+    assert all(len(q) == 2 for q in queries) and all(len(k) == min(2, kv_heads) for k in kvs)
+    if kv_heads == 2:  # each group of two query heads keeps one of its own
+        assert all(sorted(h // 2 for h in q) == [0, 1] for q in queries)
+
+    def silence(kept):
+        def hook(_, inputs):
+            mask = torch.zeros(4)
+            mask[kept] = 1
+            return ((inputs[0].unflatten(-1, (4, -1)) * mask[:, None]).flatten(-2),)
+        return hook
+
+    handles = [layer.self_attn.o_proj.register_forward_pre_hook(silence(q)) for layer, q in zip(model.model.layers, queries)]
+    with torch.inference_mode():
+        masked = model(input_ids=ids).logits
+    for handle in handles:
+        handle.remove()
+    unpruned_parameters = model.num_parameters()
+    prune_heads(model, queries, kvs)
+    model.save_pretrained(tmp_path / "pruned")
+    pruned = AutoModelForCausalLM.from_pretrained(tmp_path / "pruned").eval()
+    assert pruned.config.num_attention_heads == 2 and pruned.num_parameters() < unpruned_parameters
+    with torch.inference_mode():
+        torch.testing.assert_close(pruned(input_ids=ids).logits, masked, atol=1e-4, rtol=1e-4)

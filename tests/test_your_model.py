@@ -102,7 +102,9 @@ def test_your_decoder_gets_four_variants_that_generate_through_the_app(architect
                  "--no-eval"]) == 0
     yours = preset(name)
     ffn = "n_inner" if architecture == "gpt2" else "intermediate_size"
-    assert getattr(AutoConfig.from_pretrained(yours.built_dir("pruned")), ffn) == 96  # 67 % of 128, in groups of 32
+    pruned = AutoConfig.from_pretrained(yours.built_dir("pruned"))
+    assert getattr(pruned, ffn) == 96  # 67 % of 128, in groups of 32
+    assert pruned.num_attention_heads == (4 if architecture == "gpt2" else 2)  # one of each GQA group's two queries
     steps = " ".join(json.loads((yours.built_dir("optimized") / "manifest.json").read_text())["steps"])
     assert ("optimum" if architecture == "gpt2" else "onnxruntime-genai model builder") in steps, steps
 

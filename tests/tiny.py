@@ -76,7 +76,7 @@ def tiny_llama(directory: Path, seed: int = 0, layers: int = 2, init_range: floa
 DECODERS = ("llama", "mistral", "qwen2", "gemma", "phi3", "gpt2")
 
 
-def tiny_decoder(directory: Path, model_type: str, seed: int = 0, init_range: float = 0.2) -> Path:
+def tiny_decoder(directory: Path, model_type: str, seed: int = 0, init_range: float = 0.2, **overrides) -> Path:
     """A causal LM of `model_type` (DECODERS) with random weights, MiniLM's tokenizer and a chat template."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -90,7 +90,7 @@ def tiny_decoder(directory: Path, model_type: str, seed: int = 0, init_range: fl
              dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                   max_position_embeddings=512, **({"head_dim": 16} if model_type == "gemma" else {}),
                   **({"original_max_position_embeddings": 512} if model_type == "phi3" else {})))  # as Phi-3-mini-4k
-    config = AutoConfig.for_model(model_type, **ids, **sizes)
+    config = AutoConfig.for_model(model_type, **ids, **{**sizes, **overrides})
     AutoModelForCausalLM.from_config(config).eval().save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory

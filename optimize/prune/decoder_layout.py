@@ -26,14 +26,20 @@ class DecoderLayout:
     conv1d: bool = False  # GPT-2: weights stored [in, out]
     ffn_size_key: str = "intermediate_size"
     layers_key: str = "num_hidden_layers"
+    qkv: tuple[str, ...] = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")  # per layer; one path: fused
+    attention_out: str = "self_attn.o_proj"  # reads the heads' outputs, head after head
+    heads_fixed: str = ""  # why this family keeps every head
 
 
 _LLAMA_LIKE = DecoderLayout("model.layers", "self_attn", ("mlp.gate_proj", "mlp.up_proj"), "mlp.down_proj")
 LAYOUTS: dict[str, DecoderLayout] = {
     "llama": _LLAMA_LIKE, "mistral": _LLAMA_LIKE, "qwen2": _LLAMA_LIKE, "gemma": _LLAMA_LIKE, "gemma2": _LLAMA_LIKE,
-    "phi3": DecoderLayout("model.layers", "self_attn", ("mlp.gate_up_proj",), "mlp.down_proj", fused_gate_up=True),
+    "phi3": DecoderLayout("model.layers", "self_attn", ("mlp.gate_up_proj",), "mlp.down_proj", fused_gate_up=True,
+                          qkv=("self_attn.qkv_proj",)),
     "gpt2": DecoderLayout("transformer.h", "attn", ("mlp.c_fc",), "mlp.c_proj", conv1d=True, ffn_size_key="n_inner",
-                          layers_key="n_layer"),
+                          layers_key="n_layer", qkv=("attn.c_attn",), attention_out="attn.c_proj",
+                          heads_fixed="GPT-2's head width is its hidden size over its head count, so fewer heads "
+                                      "would change every head's width"),
 }
 
 
@@ -71,6 +77,14 @@ def narrow_ffn(layer: nn.Module, spec: DecoderLayout, keep: torch.Tensor) -> Non
             rows = torch.cat([keep, keep + linear.out_features // 2])
         set_module(layer, path, _select(linear, rows, output=True, conv1d=spec.conv1d))
     set_module(layer, spec.ffn_out, _select(module(layer, spec.ffn_out), keep, output=False, conv1d=spec.conv1d))
+
+
+def select_rows(layer: nn.Module, rows: torch.Tensor) -> nn.Module:
+    return _select(layer, rows, output=True, conv1d=False)
+
+
+def select_columns(layer: nn.Module, columns: torch.Tensor) -> nn.Module:
+    return _select(layer, columns, output=False, conv1d=False)
 
 
 def _select(layer: nn.Module, index: torch.Tensor, output: bool, conv1d: bool) -> nn.Module:
