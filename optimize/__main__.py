@@ -84,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("--no-eval", action="store_true", help="skip the accuracy measurement")
     build.add_argument("--recipe", choices=("int8", "fp32", "gguf-q4", "gguf-q4-int8"),
                        help="one explicit ONNX recipe instead of the default ladder (gguf-q4*: a GGUF source's own weights)")
+    build.add_argument("--full-ladder", action="store_true",
+                       help="measure every recipe rung again, also those recorded as rejected for this source "
+                            "(optimize/quantize/ladder_record.json), and record the result")
     build.add_argument("--allow-missed-gates", action="store_true",
                        help="publish a variant that misses an accuracy gate, recording the miss (default: fail)")
     build.add_argument("--model", metavar="ID_OR_PATH",
@@ -190,8 +193,8 @@ def main(argv: list[str] | None = None) -> int:
             chosen = preset(args.preset) if args.preset else default_preset(args.task)
             from optimize.quantize.recipes import named_recipe
             recipe = named_recipe(chosen.task, args.recipe) if args.recipe else None
-            print(build_variant(chosen, args.variant, recipe=recipe, force=args.force, evaluate=not args.no_eval,
-                                strict=not args.allow_missed_gates))
+            print(build_variant(chosen, args.variant, recipe=recipe, force=args.force or args.full_ladder,
+                                evaluate=not args.no_eval, strict=not args.allow_missed_gates, full_ladder=args.full_ladder))
         except (InputError, VariantUnavailable, GateFailed) as error:
             print(f"error: {error}", file=sys.stderr)
             return 2

@@ -34,6 +34,7 @@ from optimize.export.onnx import (
 )
 from optimize.progress import stage
 from optimize.prune.encoder_layout import UnsupportedArchitecture
+from optimize.quantize import ladder_record
 from optimize.quantize.ort import quantize_dynamic, quantize_weight_only
 from optimize.quantize.recipes import OnnxRecipe, recipe_ladder
 
@@ -42,10 +43,11 @@ Progress = Callable[[str], None]
 
 
 def source_fingerprint(directory: Path) -> str:
-    """sha256 over the source's weight files, so a retrained baseline triggers a rebuild."""
+    """sha256 over the source's weight and config files, so a retrained baseline triggers a rebuild.
+    Not its manifest: a rebuilt source with the same weights (its build time differs) is the same source."""
     digest = hashlib.sha256()
     for path in sorted(Path(directory).rglob("*")):
-        if path.is_file() and path.suffix in (".safetensors", ".onnx", ".bin", ".json"):
+        if path.is_file() and path.suffix in (".safetensors", ".onnx", ".bin", ".json") and path.name != "manifest.json":
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -53,14 +55,17 @@ def source_fingerprint(directory: Path) -> str:
 
 
 def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = None, force: bool = False,
-               progress: Progress = log.info, evaluate: bool = True, strict: bool = True) -> Path:
+               progress: Progress = log.info, evaluate: bool = True, strict: bool = True,
+               full_ladder: bool = False) -> Path:
     """Build an ONNX Runtime variant of `preset` from the variant it is built from.
 
     A missed accuracy gate fails the build (nothing is published). With no explicit recipe, the
     task's recipes are tried fastest first (`recipe_ladder`) and the first that passes its gates is
     published, with the rejected ones and their misses in its manifest (a strict build measures a
     recipe only until its agreement gate is out of reach). `strict=False` publishes the first recipe
-    even when it misses a gate, recording the miss (the app shows it), measured in full."""
+    even when it misses a gate, recording the miss (the app shows it), measured in full. A built-in
+    preset's rungs already rejected for the same source on this CPU class are not measured again
+    (optimize/quantize/ladder_record.py) unless `full_ladder`, which measures all and records them."""
     ladder = [recipe] if recipe else recipe_ladder(preset.task, from_gguf=preset.task == "generation" and source_gguf(preset, variant_name) is not None)
     if not strict:
         ladder = ladder[:1]
@@ -74,11 +79,24 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = No
         progress(f"{preset.name}/{variant_name}: up to date, skipped")
         return target
     rejected: list[dict] = []
+    measured = evaluate and strict and not cuda  # only a gated CPU build's rejections are worth recording
+    known = ladder_record.known_rejections(preset.name, variant_name, inputs["source_sha256"]) if measured else {}
     with tempfile.TemporaryDirectory(prefix="ladder-") as shared:  # graphs the rungs have in common, made once
         for index, candidate in enumerate(ladder):
+            recorded = None if full_ladder else known.get(ladder_record.canonical(inputs["recipes"][index]))
+            if recorded and index < len(ladder) - 1:
+                rejected.append({**recorded, "missed": f"{recorded['missed']} (measured {recorded['recorded']}; "
+                                                       "not measured again: `build --full-ladder`)"})
+                progress(f"{preset.name}/{variant_name}: skipping a recipe recorded as rejected for this source "
+                         f"({recorded['recorded']}): {recorded['missed']}")
+                continue
             try:
-                return _build_onnx_once(preset, variant_name, candidate, source, target, inputs, cuda, progress,
-                                        evaluate, strict, rejected, Path(shared))
+                built = _build_onnx_once(preset, variant_name, candidate, source, target, inputs, cuda, progress,
+                                         evaluate, strict, rejected, Path(shared))
+                if measured and full_ladder:
+                    from optimize.publish.report import machine
+                    ladder_record.record(preset.name, variant_name, inputs["source_sha256"], rejected, machine()["cpu"])
+                return built
             except (GateFailed, UnsupportedArchitecture) as error:  # missed its gates, or cannot apply here
                 if index == len(ladder) - 1:
                     raise
@@ -272,7 +290,8 @@ def build_pruned(preset: Preset, variant_name: str, force: bool = False, progres
 
 
 def build_variant(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = None, force: bool = False,
-                  progress: Progress = log.info, evaluate: bool = True, strict: bool = True) -> Path:
+                  progress: Progress = log.info, evaluate: bool = True, strict: bool = True,
+                  full_ladder: bool = False) -> Path:
     """Whatever building `variant_name` means: assemble a committed plan, prune a user's model, run
     the ONNX recipe ladder, or fetch/convert a source that is not built (resolve)."""
     variant = preset.variant(variant_name)
@@ -281,7 +300,7 @@ def build_variant(preset: Preset, variant_name: str, recipe: OnnxRecipe | None =
     if variant.prune:
         return build_pruned(preset, variant_name, force, progress, evaluate, strict)
     if variant.runtime == "onnxruntime":
-        return build_onnx(preset, variant_name, recipe, force, progress, evaluate, strict)
+        return build_onnx(preset, variant_name, recipe, force, progress, evaluate, strict, full_ladder)
     return resolve(preset, variant)
 
 

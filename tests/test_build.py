@@ -194,3 +194,32 @@ def test_a_generation_build_is_measured_against_its_source_with_intervals(tiny_l
     low, high = metrics["perplexity_ratio_ci95"]
     assert low <= metrics["perplexity_ratio"] <= high and abs(metrics["perplexity_ratio"] - 1) < 0.01, metrics
     assert "instruction_pct" in metrics and metrics["summary"].startswith("exact: perplexity"), metrics
+
+
+@requires_squad()
+def test_a_rung_recorded_as_rejected_for_the_same_source_is_not_measured_again(tiny_qa_dir):
+    """The ladder's record (optimize/quantize/ladder_record.py): a recorded rejection of rung 1 for this
+    source skips it, and the manifest lists it as recorded, not re-measured; `full_ladder` measures
+    every rung again and rewrites the record with what it found."""
+    from dataclasses import asdict
+
+    from optimize.build import source_fingerprint
+    from optimize.quantize import ladder_record
+    from optimize.quantize.recipes import recipe_ladder
+    from tests.tiny import tiny_preset
+
+    preset = tiny_preset("qa", tiny_qa_dir, name="tiny-qa-ladder-record")
+    first = json.loads(json.dumps(asdict(recipe_ladder("qa")[0])))
+    missed = "tiny-qa-ladder-record/optimized missed its accuracy gate: held-out F1 9.0 is 2.0 below its source"
+    ladder_record.record(preset.name, "optimized", source_fingerprint(tiny_qa_dir),
+                         [{"recipe": first, "missed": missed, "gates_missed": ["F1 2.0 below"]}], "a test CPU")
+
+    metrics = read_manifest(build_onnx(preset, "optimized"))["metrics"]
+    [skipped] = metrics["rejected_recipes"]
+    assert skipped["recipe"] == first and "not measured again" in skipped["missed"] and "a test CPU" in skipped["missed"]
+    assert "agreement_pct" in metrics  # the next rung was measured and gated
+
+    metrics = read_manifest(build_onnx(preset, "optimized", force=True, full_ladder=True))["metrics"]
+    assert all("not measured again" not in r["missed"] for r in metrics.get("rejected_recipes", []))
+    recorded = ladder_record.known_rejections(preset.name, "optimized", source_fingerprint(tiny_qa_dir))
+    assert {r["missed"] for r in recorded.values()} == {r["missed"] for r in metrics.get("rejected_recipes", [])}

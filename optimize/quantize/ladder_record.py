@@ -1,0 +1,59 @@
+"""Recipe rungs already measured and rejected, so a build does not spend minutes measuring them again.
+The built-in presets' record is committed with the project (a fresh machine's first build skips
+~3 of its ~16 minutes on 2 cores: issue 29); a user preset's lives with its artifacts.
+
+A recorded rejection is reused only for the same preset and variant, the same source weights
+(sha256), the same recipe and the same instruction-set class of CPU (the INT8 kernels differ by it).
+The manifest lists it with its recorded measures and says it was not re-measured. `build
+--full-ladder` measures every rung again and rewrites the record.
+"""
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+
+from optimize.cpu import cpu_flags, has_vnni
+
+RECORD = Path(__file__).with_name("ladder_record.json")
+
+
+def record_path(preset_name: str) -> Path:
+    from models.catalog import PRESETS, artifacts_root
+
+    return RECORD if preset_name in {p.name for p in PRESETS} else artifacts_root() / "ladder-record.json"
+
+
+def isa() -> str:
+    """The CPU class the quantized kernels are chosen by."""
+    return ("avx512" if "avx512f" in cpu_flags() else "avx2" if "avx2" in cpu_flags() else "other") + (
+        "-vnni" if has_vnni() else "")
+
+
+def _key(preset_name: str, variant_name: str) -> str:
+    return f"{preset_name}/{variant_name}@{isa()}"
+
+
+def _read(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def known_rejections(preset_name: str, variant_name: str, source_sha256: str) -> dict[str, dict]:
+    """Recorded rejected rungs for this source on this CPU class, by canonical recipe JSON."""
+    entry = _read(record_path(preset_name)).get(_key(preset_name, variant_name))
+    if not entry or entry["source_sha256"] != source_sha256:
+        return {}
+    return {canonical(rejected["recipe"]): {**rejected, "recorded": entry["measured"]} for rejected in entry["rejected"]}
+
+
+def record(preset_name: str, variant_name: str, source_sha256: str, rejected: list[dict], cpu: str) -> None:
+    path = record_path(preset_name)
+    entries = _read(path)
+    entries[_key(preset_name, variant_name)] = {"source_sha256": source_sha256, "measured": f"{date.today()}, {cpu} ({isa()})",
+                                                "rejected": [r for r in rejected if "recorded" not in r]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
+
+
+def canonical(recipe: dict) -> str:
+    return json.dumps(recipe, sort_keys=True)
