@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from optimize.prune.encoder_layout import UnsupportedArchitecture, module, set_module
+from optimize.prune.encoder_layout import known_layout, module, set_module
 
 
 @dataclass(frozen=True)
@@ -44,12 +44,7 @@ LAYOUTS: dict[str, DecoderLayout] = {
 
 
 def layout(model) -> DecoderLayout:
-    model_type = model.config.model_type
-    if model_type not in LAYOUTS:
-        raise UnsupportedArchitecture(
-            f"structured pruning does not know the '{model_type}' decoder (it knows {', '.join(sorted(LAYOUTS))}); "
-            "the optimized variant still builds, the pruned ones need a layout in optimize/prune/decoder_layout.py")
-    return LAYOUTS[model_type]
+    return known_layout(LAYOUTS, model, "decoder", "optimize/prune/decoder_layout.py")
 
 
 def decoder_layers(model) -> nn.ModuleList:

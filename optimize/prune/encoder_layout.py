@@ -56,13 +56,18 @@ LAYOUTS: dict[str, EncoderLayout] = {
 }
 
 
-def layout(model) -> EncoderLayout:
+def known_layout(layouts: dict, model, kind: str, table: str):
+    """The layout for `model`'s family in `layouts`, or UnsupportedArchitecture naming the families it knows."""
     model_type = model.config.model_type
-    if model_type not in LAYOUTS:
+    if model_type not in layouts:
         raise UnsupportedArchitecture(
-            f"structured pruning does not know the '{model_type}' architecture (it knows {', '.join(sorted(LAYOUTS))}); "
-            "the optimized variant still builds, the pruned ones need a layout in optimize/prune/encoder_layout.py")
-    found = LAYOUTS[model_type]
+            f"structured pruning does not know the '{model_type}' {kind} (it knows {', '.join(sorted(layouts))}); "
+            f"the optimized variant still builds, the pruned ones need a layout in {table}")
+    return layouts[model_type]
+
+
+def layout(model) -> EncoderLayout:
+    found = known_layout(LAYOUTS, model, "architecture", "optimize/prune/encoder_layout.py")
     if found.shared_layers and getattr(model.config, "num_hidden_groups", 1) != 1:
         raise UnsupportedArchitecture("structured pruning of ALBERT needs one shared layer group (num_hidden_groups 1)")
     return found
