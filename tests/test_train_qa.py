@@ -86,3 +86,28 @@ def test_a_stopped_run_continues_from_a_full_or_a_compact_checkpoint(tmp_path):
     assert not torch.equal(from_compact.qa_outputs.weight, _tiny_run(tmp_path, seed=3)[0].qa_outputs.weight)
     resumed = torch.load(checkpoint, weights_only=False)
     assert resumed["progress"]["rewarm_from"] == 5 and "optimizer" in resumed  # full again after its first save
+
+
+def test_sigterm_stops_a_run_after_its_step_with_a_checkpoint(tmp_path):
+    """`kill PID` on a background job: the step in flight finishes, a checkpoint records it, and
+    the handler before the run is back (a session's end loses no steps)."""
+    import os
+    import signal
+
+    from optimize.train.loop import fit
+
+    model, tokenizer, features, config = _tiny_run(tmp_path)
+    checkpoint = tmp_path / "job" / "checkpoint.pt"
+    calls = []
+
+    def loss_fn(model, batch):
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return model(**batch).loss
+
+    before = signal.getsignal(signal.SIGTERM)
+    scores = fit(model, features, tokenizer.pad_token_id, config, lambda epoch: 0.0, loss_fn, checkpoint=checkpoint)
+    assert scores == [] and len(calls) == 3
+    assert torch.load(checkpoint, weights_only=False)["progress"]["step"] == 3
+    assert signal.getsignal(signal.SIGTERM) is before

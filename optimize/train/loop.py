@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import math
 import random
+import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -82,7 +84,8 @@ def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
     `checkpoint`: every config.checkpoint_every steps and after each epoch's score, the weights,
     AdamW, schedule, RNGs and the caller's `state` (updated in place on resume) go there; a run
     that finds one continues from it to the same result as an uninterrupted run, so hours of CPU
-    training survive a stop. `stop_after`: checkpoint and return after that many steps of this call."""
+    training survive a stop. `stop_after`: checkpoint and return after that many steps of this call.
+    SIGTERM (`kill PID`) does the same after the step in flight, so a stopped job loses nothing."""
     from transformers import get_linear_schedule_with_warmup
 
     loss_fn = loss_fn or (lambda model, batch: model(**batch).loss)
@@ -109,6 +112,7 @@ def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
             seconds = progress["seconds"] + time.perf_counter() - started
             _save_checkpoint(checkpoint, config, {**progress, "seconds": seconds}, model, optimizer, scheduler, state)
 
+    stop = _StopOnSigterm()
     step, windows_done = 0, 0
     for epoch in range(1, config.epochs + 1):
         model.train()
@@ -134,7 +138,8 @@ def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
                          loss.item(), windows_done / elapsed, elapsed / (step - resumed_at) * (total_steps - step))
             if step % config.checkpoint_every == 0:
                 save()
-            if stop_after is not None and step - resumed_at >= stop_after:
+            if stop.requested or (stop_after is not None and step - resumed_at >= stop_after):
+                stop.restore()
                 save()
                 log.info("stopped after step %d/%d; checkpoint %s (the same command continues)", step, total_steps, checkpoint)
                 return progress["scores"]
@@ -142,9 +147,30 @@ def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
             model.eval()
             progress["scores"].append(on_epoch(epoch))
             save()
+    stop.restore()
     if state is not None:
         state["train_seconds"] = round(progress["seconds"] + time.perf_counter() - started)
     return progress["scores"]
+
+
+class _StopOnSigterm:
+    """A SIGTERM while training asks for a checkpoint after the current step (main thread only:
+    Python delivers signals there)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.previous = None
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGTERM, self._request)
+
+    def _request(self, signum, frame) -> None:
+        log.info("SIGTERM: stopping after this step with a checkpoint")
+        self.requested = True
+
+    def restore(self) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+            self.previous = None
 
 
 def _save_checkpoint(path: Path, config: TrainConfig, progress: dict, model, optimizer, scheduler,
@@ -185,8 +211,6 @@ def _resume(path: Path, config: TrainConfig, model, optimizer, scheduler, state:
     log.info("resumed at step %d (%.0f s of training behind it) from %s", payload["progress"]["step"],
              payload["progress"]["seconds"], path)
     return progress
-
-
 
 
 def export_compact(checkpoint: Path, target: Path) -> Path:
