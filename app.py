@@ -93,7 +93,9 @@ def _accuracy_text(accuracy: dict, runtime: str = "onnxruntime") -> str:
     if "agreement_pct" in accuracy:
         parts = [f"perplexity {accuracy['perplexity']:.2f}"] if "perplexity" in accuracy else []
         if "reading_f1" in accuracy:
-            parts.append(f"reading-comprehension F1 {accuracy['reading_f1']:.1f}")
+            low, high = accuracy.get("reading_f1_ci95", (None, None))
+            interval = f" (95% CI {low:.1f} to {high:.1f}, {accuracy['reading_questions']} questions)" if low is not None else ""
+            parts.append(f"reading-comprehension F1 {accuracy['reading_f1']:.1f}{interval}")
         if "instruction_pct" in accuracy:
             share = (f" ({accuracy['instruction_of_baseline_pct']:.0f} % of baseline's)"
                      if "instruction_of_baseline_pct" in accuracy else "")

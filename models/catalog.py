@@ -68,6 +68,7 @@ class Preset:
     default: bool = False
     notes: str = ""
     fetch_on_start: bool = False  # the background build downloads its Hub variants (a Space's pushed repos)
+    reading_questions: int | None = None  # generation: held-out questions its reading comprehension is measured on (None: all)
 
     def variant(self, name: str) -> Variant:
         for variant in self.variants:

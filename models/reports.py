@@ -42,6 +42,7 @@ def accuracy_text(accuracy: dict) -> str:
         return (f"agree {accuracy['agreement_pct']:.1f}%"
                 + (f", same text {accuracy['identical_continuations_pct']:.0f}%" if "identical_continuations_pct" in accuracy else "")
                 + (f", ppl {accuracy['perplexity']:.2f}" if "perplexity" in accuracy else "")
+                + (f", reading F1 {accuracy['reading_f1']:.1f}" if "reading_f1" in accuracy else "")
                 + (f", instructions {accuracy['instruction_pct']:.0f}%" if "instruction_pct" in accuracy else ""))
     return "—"
 

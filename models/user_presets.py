@@ -9,6 +9,7 @@ what was built from it travel together.
         model: deepset/roberta-base-squad2   # a Hub id, or a local folder
         revision: main                        # optional
         prune: {heads_kept: 0.67, ffn_kept: 0.67, layers_dropped: 0, recovery_steps: 300}
+        reading_questions: 616                # optional, generation: held-out questions read (default all)
 
 Every preset gets the four variants: the model as it is (`baseline`), its ONNX Runtime build
 (`optimized`), a structurally pruned copy recovered by distillation (`pruned`), and that copy's
@@ -54,7 +55,7 @@ def _preset(entry: dict) -> Preset:
     how = f"python -m optimize build --task {task} --preset {name} --variant"
     prune = PruneSpec(**{k: v for k, v in (entry.get("prune") or {}).items() if k in {f.name for f in fields(PruneSpec)}})
     return Preset(name=name, task=task, title=f"{model} (your model)", notes=f"added by `python -m optimize build --model {model}`",
-                  variants=(
+                  reading_questions=entry.get("reading_questions"), variants=(
                       Variant("baseline", "torch", source, how_to_build=f"python -m optimize build --model {model} --task {task}"),
                       optimized_variant(name, task),
                       Variant("pruned", "torch", Source("built"), built_from="baseline", prune=prune,
@@ -65,7 +66,7 @@ def _preset(entry: dict) -> Preset:
 
 
 def add_preset(model: str, task: Task, name: str | None = None, revision: str | None = None,
-               prune: PruneSpec | None = None) -> Preset:
+               prune: PruneSpec | None = None, reading_questions: int | None = None) -> Preset:
     """Write (or replace) the preset for `model` in the user catalog and return it."""
     import yaml
 
@@ -77,7 +78,7 @@ def add_preset(model: str, task: Task, name: str | None = None, revision: str | 
     if any(p.name == name for p in PRESETS):
         raise InputError(f"'{name}' is a built-in preset; pass --name to call yours something else.")
     entry = {"name": name, "task": task, "model": model, **({"revision": revision} if revision else {}),
-             "prune": asdict(prune or PruneSpec())}
+             "prune": asdict(prune or PruneSpec()), **({"reading_questions": reading_questions} if reading_questions else {})}
     entries = [e for e in _read() if e["name"] != name] + [entry]
     path = catalog_path()
     path.parent.mkdir(parents=True, exist_ok=True)

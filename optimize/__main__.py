@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("--layers-dropped", type=int, default=0, help="with --model: whole layers removed")
     build.add_argument("--recovery-steps", type=int, default=300, help="with --model: distillation steps after pruning")
     build.add_argument("--data", help="with --model: your own SQuAD-format JSON for recovery (default: the shared SQuAD data)")
+    build.add_argument("--reading-questions", type=int, metavar="N",
+                       help="with --model, generation: measure reading comprehension on the first N held-out questions "
+                            "(default all 616: minutes per variant on 2 cores; a small N is noise, its interval says so)")
 
     report = stages.add_parser("report", help="measure every ready variant side by side; write reports/")
     report.add_argument("--task", choices=("qa", "generation"), action="append")
@@ -207,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.stage == "bench":
         from optimize.bench.run import BenchConfig
         from optimize.bench.run import run as bench_run
-        config = (BenchConfig(qa_rounds=5, long_document_words=0, generation_rounds=2, app_rounds=5, outside_f1=False)
+        config = (BenchConfig(qa_rounds=5, long_document_words=0, generation_rounds=2, app_rounds=5, outside_f1=False,
+                              agreement_prompts=4)
                   if args.quick else BenchConfig())
         if args.no_app:
             config = replace(config, app=False)
@@ -244,7 +248,7 @@ def _build_model(args) -> int:
 
     spec = PruneSpec(heads_kept=args.heads_kept, ffn_kept=args.ffn_kept, layers_dropped=args.layers_dropped,
                      recovery_steps=args.recovery_steps, data=args.data)
-    added = add_preset(args.model, args.task, args.name, args.revision, spec)
+    added = add_preset(args.model, args.task, args.name, args.revision, spec, args.reading_questions)
     print(f"preset '{added.name}' written to {catalog_path()}")
     outcome = build_preset(added, force=args.force, evaluate=not args.no_eval, strict=not args.allow_missed_gates)
     for variant, result in outcome.items():

@@ -44,14 +44,14 @@ Progress = Callable[[str], None]
 
 def source_fingerprint(directory: Path) -> str:
     """sha256 over the source's weight and config files, so a retrained baseline triggers a rebuild.
-    Not its manifest: a rebuilt source with the same weights (its build time differs) is the same source."""
+    Not its manifest: a rebuilt source with the same weights (its build time differs) is the same source.
+    An ONNX graph's external weights (`model.onnx.data`) count."""
     digest = hashlib.sha256()
     for path in sorted(Path(directory).rglob("*")):
-        if path.is_file() and path.suffix in (".safetensors", ".onnx", ".bin", ".json") and path.name != "manifest.json":
+        if path.is_file() and path.suffix in (".safetensors", ".onnx", ".data", ".bin", ".json") and path.name != "manifest.json":
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()
-
 
 
 def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = None, force: bool = False,

@@ -183,7 +183,9 @@ def test_reference_continuations_batched_in_pytorch_are_the_one_at_a_time_tokens
 @requires_squad()
 def test_a_generation_build_is_measured_against_its_source_with_intervals(tiny_llama_dir, tmp_path):
     """The measure every default decoder build goes through, on a tiny model: its promise, agreement,
-    perplexity ratio with a paragraph-bootstrap interval, and the instruction-set score."""
+    perplexity ratio with a paragraph-bootstrap interval, the instruction-set score, and reading
+    comprehension with its interval and paired difference, recorded per model so that a rebuild of
+    the same bytes reads it from the record instead of measuring again."""
     from optimize.quantize.recipes import OnnxRecipe
     from tests.tiny import tiny_preset
 
@@ -193,7 +195,14 @@ def test_a_generation_build_is_measured_against_its_source_with_intervals(tiny_l
     assert metrics["promise"] == "exact" and metrics["agreement_pct"] > 99, metrics
     low, high = metrics["perplexity_ratio_ci95"]
     assert low <= metrics["perplexity_ratio"] <= high and abs(metrics["perplexity_ratio"] - 1) < 0.01, metrics
-    assert "instruction_pct" in metrics and metrics["summary"].startswith("exact: perplexity"), metrics
+    assert "instruction_pct" in metrics and metrics["summary"].startswith("exact: reading F1"), metrics
+    assert metrics["reading_questions"] == 10 and "reading_recorded" not in metrics, metrics
+    low, high = metrics["reading_f1_ci95"]
+    assert low <= metrics["reading_f1"] <= high and metrics["reading_f1_delta"]["items"] == 10, metrics
+
+    rebuilt = read_manifest(build_onnx(preset, "optimized", recipe=OnnxRecipe(quantize=False, exporter="genai-builder"),
+                                       strict=False, force=True))["metrics"]
+    assert "reading_recorded" in rebuilt and rebuilt["reading_f1"] == metrics["reading_f1"], rebuilt
 
 
 @requires_squad()
@@ -223,3 +232,18 @@ def test_a_rung_recorded_as_rejected_for_the_same_source_is_not_measured_again(t
     assert all("not measured again" not in r["missed"] for r in metrics.get("rejected_recipes", []))
     recorded = ladder_record.known_rejections(preset.name, "optimized", source_fingerprint(tiny_qa_dir))
     assert {r["missed"] for r in recorded.values()} == {r["missed"] for r in metrics.get("rejected_recipes", [])}
+
+
+def test_a_committed_reference_measurement_is_read_instead_of_measuring_the_source(tiny_qa_dir, tmp_path, monkeypatch):
+    """The defaults' source-side measures ship in optimize/evaluate/reference_record/ under the
+    source's fingerprint: found there, the source is not loaded or measured; another source is."""
+    from optimize.build import source_fingerprint
+    from optimize.evaluate import accuracy
+
+    monkeypatch.setattr(accuracy, "REFERENCE_RECORD", tmp_path / "record")
+    (tmp_path / "record").mkdir()
+    (tmp_path / "record" / f"probe-{source_fingerprint(tiny_qa_dir)[:16]}.json").write_text('{"recorded": true}')
+    measured = []
+    assert accuracy.reference_cache(tiny_qa_dir, "probe", lambda: measured.append(1) or {}) == {"recorded": True}
+    assert accuracy.reference_cache(tmp_path / "record", "probe", lambda: measured.append(1) or {"fresh": 1}) == {"fresh": 1}
+    assert measured == [1]

@@ -243,7 +243,13 @@ def test_bench_keeps_its_speedups(built_defaults, tmp_path):
     done = subprocess.run([sys.executable, "-m", "optimize", "bench", "--quick", "--no-app", "--output", str(tmp_path)],
                           cwd=REPO_ROOT, env=repo_env(), capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    ratios = json.loads((tmp_path / "bench.json").read_text())["ratios"]
+    bench = json.loads((tmp_path / "bench.json").read_text())
+    ratios = bench["ratios"]
+    # each decoder's greedy text beside PyTorch fp32's (issue 26): shown with the speeds, never a speed's excuse
+    agreement = bench["memory"]["agreement"]
+    assert set(agreement) >= {"optimized", "pruned", "pruned-optimized"}, agreement
+    assert all(50 <= a["same_tokens_pct"] <= 100 and a["prompts"] == 4 for a in agreement.values()), agreement
+    assert "Greedy tokens the same as PyTorch fp32's" in (tmp_path / "bench.md").read_text()
     assert ratios["qa384_vs_pipeline_fp32"] >= 1.2, ratios
     assert ratios["qa384_vs_optimum_int8"] >= 0.55, ratios
     assert ratios["generation_vs_pytorch_fp32"] >= 2.3, ratios

@@ -29,3 +29,33 @@ def test_every_held_out_answerable_question_is_asked_and_scored_per_question(tmp
     first = data[0]
     app = generation.generate(runner, PROMPT.format(context=first.context, question=first.question), 16)
     assert scored["answers"][first.id] == app["text"]
+
+
+def test_the_answer_label_quotes_and_restated_question_prefix_are_dropped():
+    assert answer_text('The answer is "9th".') == "9th"
+    assert answer_text("The answer to the question is: The Economist") == "The Economist"
+
+
+@requires_squad()
+def test_an_onnx_decoder_prefills_each_paragraph_once_and_answers_as_the_app_does(built_presets):
+    """The paragraph's key/values are kept across its questions: the replies are the app's own
+    (each prompt decoded from scratch), and the chat template's prefix is back afterwards."""
+    from models import generation
+    from models.runners import load_runner
+    from optimize.evaluate.reading import PROMPT, paragraph_prefix
+
+    preset = built_presets["generation"]
+    runner = load_runner("generation", "optimized", "onnxruntime", preset.built_dir("optimized"))
+    decoder = runner.model.decoder
+    assert decoder.shares_kv_buffer
+    data = questions(7)  # two paragraphs' questions
+    assert len({e.context for e in data}) >= 2
+    prefix = paragraph_prefix(runner.tokenizer, data[0].context)
+    prompt_ids = generation.preprocess(runner.tokenizer, PROMPT.format(context=data[0].context, question=data[0].question))
+    assert prompt_ids[0, : len(prefix)].tolist() == prefix and len(prefix) > 100
+    scored = measure(runner, data)
+    assert decoder.prefix[0] == tuple(generation.template_prefix(runner.tokenizer))
+    decoder.prefix = ((), None)  # nothing cached: every prompt prefilled in full
+    for example in data:
+        plain = generation.generate(runner, PROMPT.format(context=example.context, question=example.question), 16)
+        assert scored["answers"][example.id] == plain["text"], example.question

@@ -153,6 +153,44 @@ def bench_generation(showdown: Showdown, config: BenchConfig) -> list[Result]:
     return [_result(workload, name, runs) for name, runs in timings.items()]
 
 
+def greedy_agreement(showdown: Showdown, config: BenchConfig) -> dict[str, dict]:
+    """How close each decoder's greedy text stays to PyTorch fp32's (`baseline`) on held-out prompts:
+    the share of its new tokens equal to the baseline's at the same position, and of identical texts.
+    llama.cpp (its own Q4_1 × Q8_1 dot products) stands beside the project's variants."""
+    from optimize.evaluate.heldout import PROMPTS
+
+    baseline = showdown.runner("generation", "baseline")
+    prompts = PROMPTS[: config.agreement_prompts]
+    decoders = {"baseline": lambda p, n: generation.generate(baseline, p, n)}
+    gguf = source_gguf(showdown.preset("generation"), "optimized")
+    if gguf is not None:
+        decoders.update(llama_cpp_contender(gguf, baseline.tokenizer))
+    for variant in ("optimized", "pruned", "pruned-optimized"):
+        try:
+            runner = showdown.runner("generation", variant)
+        except VariantUnavailable:
+            continue
+        decoders[variant] = (lambda r: lambda p, n: generation.generate(r, p, n))(runner)
+
+    def tokens(text: str) -> list[int]:
+        return baseline.tokenizer(text, add_special_tokens=False).input_ids
+
+    reference = [tokens(decoders["baseline"](prompt, config.new_tokens)["text"]) for prompt in prompts]
+    agreement = {}
+    for name, decode in decoders.items():
+        if name == "baseline":
+            continue
+        same = total = identical = 0
+        for prompt, expected in zip(prompts, reference):
+            produced = tokens(decode(prompt, config.new_tokens)["text"])
+            same += sum(a == b for a, b in zip(produced, expected))
+            total += max(len(produced), len(expected))
+            identical += produced == expected
+        agreement[name] = {"same_tokens_pct": round(100 * same / max(total, 1), 1),
+                           "identical_pct": round(100 * identical / len(prompts), 1), "prompts": len(prompts)}
+    return agreement
+
+
 # --- the app through gradio_client ------------------------------------------------------------------
 
 
@@ -210,6 +248,8 @@ def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "ge
             bench.memory["gradio_client_floor_p50_ms"] = overheads[FLOOR]
     if "generation" in tasks:
         bench.results += bench_generation(showdown, config)
+        if config.agreement_prompts:
+            bench.memory["agreement"] = greedy_agreement(showdown, config)
         bandwidth = memory_bandwidth_gbs()
         bench.memory.update(bandwidth_gbs=bandwidth, decode={})
         for r in bench.results:

@@ -24,6 +24,7 @@ class BenchConfig:
     generation_prompt_tokens: int = 128
     new_tokens: int = 64
     generation_rounds: int = 3
+    agreement_prompts: int = 16  # held-out prompts each decoder continues greedily, compared with PyTorch fp32's tokens
     warmup: int = 2
     app_rounds: int = 20
     app: bool = True
@@ -176,6 +177,13 @@ def markdown(bench: Bench) -> str:
                                   + (f"; {v['nodes']} graph nodes per step" if v.get("nodes") else "")
                                   + (", ✅)" if v['pct_of_roof'] >= ROOF_TARGET_PCT else ", ❌)")
                                   for k, v in mem.get("decode", {}).items())]
+    if bench.memory.get("agreement"):
+        prompts = next(iter(bench.memory["agreement"].values()))["prompts"]
+        lines += ["", f"Greedy tokens the same as PyTorch fp32's (`baseline`), {prompts} held-out prompts × "
+                      f"{bench.config.get('new_tokens')} new tokens, position by position until the text ends "
+                      "(free-running: after a first difference the texts part): "
+                  + ", ".join(f"{k} {v['same_tokens_pct']:.1f}% (identical texts {v['identical_pct']:.0f}%)"
+                              for k, v in bench.memory["agreement"].items())]
     if any(r.contender.endswith("new context each call") for r in bench.results):
         lines += ["", "Project QA variants tokenise a context once and reuse it for every later question about "
                       "it (models/qa.py); the bench repeats one context, so the row \"new context each call\" "

@@ -22,7 +22,7 @@ import torch
 from models.catalog import Preset
 from models.generation import preprocess as chat_prompt
 from models.runners import Runner, load_runner
-from optimize.evaluate import instructions, squad
+from optimize.evaluate import instructions, reading, squad
 from optimize.evaluate import squad_metrics as evaluate_qa
 from optimize.evaluate.gates import AgreementBelowGate, AgreementGuard, Gates
 from optimize.evaluate.heldout import PROMPTS
@@ -159,9 +159,12 @@ def heldout_paragraphs() -> list[str] | None:
 
 
 def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Callable[[], Runner],
-                        promise: str = "pruned", stop_below_gate: bool = False) -> dict:
+                        promise: str = "pruned", stop_below_gate: bool = False, preset_name: str | None = None,
+                        reading_questions: int | None = None) -> dict:
     """`load_reference` is called only when the reference side is not cached for `reference_path`.
-    `stop_below_gate`: an export's measurement stops as soon as it cannot pass its agreement gate."""
+    `stop_below_gate`: an export's measurement stops as soon as it cannot pass its agreement gate.
+    `preset_name`: reading comprehension is measured too (recorded per model: optimize/evaluate/reading.py),
+    on the first `reading_questions` held-out questions (default all)."""
     exact = promise == "exact"
     paragraphs = heldout_paragraphs()
 
@@ -173,8 +176,9 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
     cached = reference_cache(reference_path, f"generation-v2-{_prompts_key()}", reference_side)
     sequences = [torch.tensor(s) for s in cached["sequences"]]
     prompt_lengths = [chat_prompt(runner.tokenizer, p).shape[1] for p in PROMPTS]
-    # agreement gates an exact export, and a lossy one until reading comprehension gates it (optimize/evaluate/gates.py)
-    floor = Gates().exact_agreement_pct if exact else Gates().lossy_agreement_pct if promise == "lossy" else None
+    # agreement gates an exact export, and a lossy one where reading comprehension is not measured (optimize/evaluate/gates.py)
+    reads = preset_name is not None and squad.DEFAULT_SQUAD_PATH.exists()
+    floor = Gates().exact_agreement_pct if exact else Gates().lossy_agreement_pct if promise == "lossy" and not reads else None
     try:
         agreement = next_token_agreement(runner, sequences, prompt_lengths, floor if stop_below_gate else None)
     except AgreementBelowGate as stopped:
@@ -212,6 +216,27 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
         metrics["instruction_delta"] = paired_delta(  # points, prompts resampled
             {item: float(ok) for item, ok in reference["passed"].items()},
             {item: float(answer["passed"]) for item, answer in measured["answers"].items()})
+    if reads:
+        metrics.update(reading_against(preset_name, runner, reference_path, load_reference, reading_questions, promise))
+    return metrics
+
+
+def reading_against(preset_name: str, runner: Runner, reference_path: Path, load_reference: Callable[[], Runner],
+                    limit: int | None, promise: str) -> dict:
+    """Reading-comprehension F1 with its interval, its source's, and the paired difference: what the
+    lossy gate reads (within 1 point of the source) and the pruned one (≥ 90 % of the baseline's)."""
+    from optimize.evaluate.intervals import mean_interval
+
+    own = reading.recorded(preset_name, runner.path, lambda: runner, limit)
+    source = reading.recorded(preset_name, reference_path, load_reference, limit)
+    metrics = {"reading_f1": own["reading_f1"], "reading_f1_ci95": mean_interval(list(own["per_question"].values())),
+               "reading_questions": own["questions"], "reference_reading_f1": source["reading_f1"],
+               "reference_reading_f1_ci95": mean_interval(list(source["per_question"].values())),
+               "reading_f1_delta": paired_delta(source["per_question"], own["per_question"])}
+    if promise == "pruned":  # held to a share of its baseline's score; 0 of 0 keeps it
+        metrics["reading_of_baseline_pct"] = round(100 * own["reading_f1"] / source["reading_f1"], 1) if source["reading_f1"] else 100.0
+    if "recorded" in own:
+        metrics["reading_recorded"] = own["recorded"]
     return metrics
 
 
@@ -241,17 +266,25 @@ def content_key(value) -> str:
     return hashlib.sha256(json.dumps(value).encode()).hexdigest()[:12]
 
 
+REFERENCE_RECORD = Path(__file__).with_name("reference_record")
+
+
 def reference_cache(source: Path, kind: str, compute) -> dict:
     """The reference side of a comparison depends only on the source's weights: computed once per
-    source fingerprint and reused by every variant built from it (builds of 4 variants share 2)."""
+    source fingerprint and reused by every variant built from it (builds of 4 variants share 2).
+    The default presets' sources were measured once and are committed in `reference_record/` (the
+    same files, copied from `<artifacts>/reference-cache/`), so a fresh machine's first build
+    measures only its variants (issue 29); any other source is measured here."""
     import json
 
     from models.catalog import artifacts_root
     from optimize.build import source_fingerprint
 
-    path = artifacts_root() / "reference-cache" / f"{kind}-{source_fingerprint(source)[:16]}.json"
-    if path.exists():
-        return json.loads(path.read_text())
+    name = f"{kind}-{source_fingerprint(source)[:16]}.json"
+    path = artifacts_root() / "reference-cache" / name
+    for known in (path, REFERENCE_RECORD / name):
+        if known.exists():
+            return json.loads(known.read_text())
     value = compute()
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f"{path.name}.{os.getpid()}")  # a build stopped mid-write leaves no half-written cache
@@ -274,7 +307,8 @@ def measure(preset: Preset, directory: Path, variant_name: str, reference: Path,
         return load_runner(preset.task, source.name, source.runtime, reference)
 
     if preset.task == "generation":
-        return generation_accuracy(runner, reference, load_reference, promise, stop_below_gate)
+        return generation_accuracy(runner, reference, load_reference, promise, stop_below_gate, preset.name,
+                                   preset.reading_questions)
     if not squad.DEFAULT_SQUAD_PATH.exists():  # HeldOut.load reads it once
         log.warning("SQuAD data not found at %s: accuracy not measured", squad.DEFAULT_SQUAD_PATH)
         return {"note": "SQuAD data not found: accuracy not measured"}

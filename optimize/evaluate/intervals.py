@@ -28,6 +28,14 @@ def paired_delta(reference: Mapping[str, float], candidate: Mapping[str, float],
             "items": len(items)}
 
 
+def mean_interval(scores: Sequence[float], samples: int = SAMPLES, seed: int = 0, scale: float = 100.0) -> list[float]:
+    """A 95 % percentile interval of the mean score, in points, from resampling the items."""
+    values = scale * np.asarray(scores, dtype=float)
+    draws = np.random.default_rng(seed).integers(0, len(values), (samples, len(values)))
+    low, high = np.percentile(values[draws].mean(axis=1), [2.5, 97.5])
+    return [round(float(low), 2), round(float(high), 2)]
+
+
 def paired_ratio(reference: Sequence[tuple[float, int]], candidate: Sequence[tuple[float, int]],
                  samples: int = SAMPLES, seed: int = 0) -> dict:
     """Perplexity ratio candidate / reference over the same texts, each side given per text as

@@ -47,7 +47,8 @@ measured side by side. This repo holds the **{variant.name}** variant ({variant.
 
 - Source: {source}
 - Steps: {' → '.join(steps)}
-- Accuracy (held-out): `{json.dumps(manifest.get('metrics') or training.get('test') or {})}`
+- Promise and its gated measures: {(manifest.get('metrics') or {}).get('summary') or 'see the accuracy below'}
+- Accuracy (held-out): `{json.dumps({k: v for k, v in (manifest.get('metrics') or training.get('test') or {}).items() if k != 'summary'})}`
 - Data: {training.get('data', 'see the source variant')} {('(split by article; test articles: ' + ', '.join(training['articles']['test']) + ')') if training else ''}
 - Library versions: `{json.dumps(manifest.get('versions', {}))}`
 

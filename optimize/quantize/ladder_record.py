@@ -18,10 +18,11 @@ from optimize.cpu import cpu_flags, has_vnni
 RECORD = Path(__file__).with_name("ladder_record.json")
 
 
-def record_path(preset_name: str) -> Path:
+def record_path(preset_name: str, committed: Path = RECORD, user_file: str = "ladder-record.json") -> Path:
+    """A built-in preset's record is `committed` with the project; a user preset's lives with its artifacts."""
     from models.catalog import PRESETS, artifacts_root
 
-    return RECORD if preset_name in {p.name for p in PRESETS} else artifacts_root() / "ladder-record.json"
+    return committed if preset_name in {p.name for p in PRESETS} else artifacts_root() / user_file
 
 
 def isa() -> str:

@@ -37,15 +37,16 @@ GGUF_Q4 = OnnxRecipe(exporter="gguf-grid", weight_only_bits=4, block_size=32, qu
 
 def recipe_ladder(task: str, from_gguf: bool = False) -> list[OnnxRecipe]:
     """Best first; the build publishes the first that keeps its promise (optimize/evaluate/gates.py). A decoder that
-    descends from a GGUF first gets that GGUF's own weights (`gguf-q4`: exact for the baseline, so
-    gated on the same text; a recovered pruned model's moved weights are re-quantized to Q4_1 and
-    gated as any export). Then INT8 rungs; the fp32 graph (fusions, no quantization) agrees with
+    descends from a GGUF first gets that GGUF's own weights with int8 compute (`gguf-q4-int8`, lossy:
+    perplexity and reading comprehension within budget), then at fp32 compute (`gguf-q4`: exact for
+    the baseline, so gated on the same text; a recovered pruned model's moved weights are re-quantized
+    to Q4_1 and gated as a lossy export). Then INT8 rungs; the fp32 graph (fusions, no quantization) agrees with
     PyTorch on ~100% and is the last resort."""
     if task == "qa":  # lossy rungs are gated on F1 within a point of the source (issue 26), the fp32 graph on sameness
         return [OnnxRecipe(per_channel=True, reduce_range=not has_vnni()), default_recipe(task),
                 replace(default_recipe(task), keep_fp32=("ffn_output", "ffn_input")), OnnxRecipe(quantize=False)]
-    if from_gguf:
-        return [GGUF_Q4, *recipe_ladder(task)]
+    if from_gguf:  # int8 compute on the GGUF's grid first: lossy, gated on task quality (issue 26)
+        return [replace(GGUF_Q4, quantize=True), GGUF_Q4, *recipe_ladder(task)]
     attention_fp32 = replace(default_recipe(task), keep_fp32=("attention",), smooth_attention=False,
                              fp32_attention_share=0.0)
     # the last resort for an architecture the model builder does not build (GPT-2): optimum's fp32 export
