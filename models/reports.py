@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from models.catalog import REPO_ROOT, VARIANT_COLORS
+from models.manifest import rejected_recipes
 
 REPORTS_DIR = REPO_ROOT / "reports"
 
@@ -116,6 +117,10 @@ class Report:
         if lengths := self.length_table():
             lines += ["", "Latency by context length (p50, speedup over the baseline at the same length):", "",
                       *markdown_table(lengths)]
+        rejected = [(row.variant, line) for row in self.rows for line in rejected_recipes({"metrics": row.accuracy})]
+        if rejected:  # what each faster rung missed by: the reason a slower one ships
+            lines += ["", "Faster recipes the build measured and did not ship:", "",
+                      *(f"- `{variant}`: {line}" for variant, line in rejected)]
         return "\n".join(lines) + "\n"
 
     def save(self, directory: Path = REPORTS_DIR) -> Path:

@@ -77,3 +77,15 @@ def test_benchmarks_tab_carries_what_pruning_costs():
     text = pruning_markdown()
     assert "20.0 %" in text and "instruction set" in text and "perplexity" in text
     assert "No pruning report yet." == pruning_markdown(REPO_ROOT / "nowhere")
+
+
+def test_the_report_says_what_each_faster_rejected_recipe_missed_by():
+    """Issue 26: when a slower rung ships, the report says by how much each faster one missed."""
+    rejected = {"recipe": {"exporter": "gguf-grid", "weight_only_bits": 4, "quantize": True},
+                "gates_missed": ["reading-comprehension F1 15.98 is 2.24 below its source (gate ≤ 1.0)"]}
+    rows = [Row(variant=v, runtime="onnxruntime", parameters=1, size_mb=1.0, latency_p50_ms=1.0, latency_p95_ms=1.0,
+                speedup_p50=1.0, accuracy={"agreement_pct": 100.0, **({"rejected_recipes": [rejected]} if v == "optimized" else {})})
+            for v in ("baseline", "optimized")]
+    text = Report(task="generation", preset="p", workload="w", machine={}, rows=rows).markdown()
+    assert ("- `optimized`: rejected the GGUF's own 4-bit grid, int8 compute: reading-comprehension F1 15.98 "
+            "is 2.24 below its source") in text

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from optimize.evaluate.intervals import delta_text
+
 
 class GateFailed(RuntimeError):
     """A built variant missed an accuracy gate; nothing was published. `missed`: which gates."""
@@ -94,17 +96,19 @@ def failures(task: str, runtime: str, metrics: dict, gates: Gates = Gates()) -> 
             missed.append(f"agrees with its source on {metrics['agreement_pct']:.1f}% of greedy tokens (gate ≥ "
                           f"{gates.lossy_agreement_pct}% where reading comprehension was not measured)")
         if "reading_f1" in metrics and metrics["reference_reading_f1"] - metrics["reading_f1"] > gates.lossy_f1_drop:
+            interval = f", difference {delta_text(metrics['reading_f1_delta'])}" if "reading_f1_delta" in metrics else ""
             missed.append(f"reading-comprehension F1 {metrics['reading_f1']:.2f} is "
                           f"{metrics['reference_reading_f1'] - metrics['reading_f1']:.2f} below its source "
-                          f"(gate ≤ {gates.lossy_f1_drop})")
+                          f"(gate ≤ {gates.lossy_f1_drop}{interval})")
         return missed
     if task == "qa":
         return _qa_drops(metrics, gates.pruned_f1_drop, "baseline")
     missed = _perplexity_miss(metrics, gates.pruned_perplexity_ratio, "baseline")
     if "reading_of_baseline_pct" in metrics:
         if metrics["reading_of_baseline_pct"] < gates.pruned_reading_pct:
+            interval = f", difference {delta_text(metrics['reading_f1_delta'])}" if "reading_f1_delta" in metrics else ""
             missed.append(f"reading-comprehension F1 {metrics['reading_of_baseline_pct']:.1f}% of baseline's "
-                          f"(gate ≥ {gates.pruned_reading_pct}%)")
+                          f"(gate ≥ {gates.pruned_reading_pct}%{interval})")
     elif metrics.get("instruction_of_baseline_pct", 100) < gates.pruned_instruction_pct:
         missed.append(f"instruction-set score {metrics['instruction_of_baseline_pct']:.1f}% of baseline's "
                       f"(gate ≥ {gates.pruned_instruction_pct}%)")
@@ -134,7 +138,7 @@ def _perplexity_miss(metrics: dict, allowed: float, reference: str) -> list[str]
 def promise_line(task: str, runtime: str, metrics: dict) -> str:
     """The variant's promise and its gated measures in one line, as /variants and the app show it:
     "lossy: F1 −0.4 (95% CI −0.9 to +0.1), forced F1 −0.2 (…), same span on 88.0%"."""
-    from optimize.evaluate.intervals import delta_text, ratio_text
+    from optimize.evaluate.intervals import ratio_text
 
     if not metrics or "note" in metrics:
         return ""
