@@ -40,6 +40,10 @@ def test_a_lossy_decoder_is_gated_on_perplexity_and_reading_comprehension():
     assert "reading-comprehension F1 39.50 is 1.50 below its source" in missed[1]
     # until reading comprehension is measured, agreement stays the fallback gate
     assert failures("generation", "onnxruntime", {"promise": "lossy", "agreement_pct": 97.0, "perplexity_ratio": 1.0})
+    # a rung whose perplexity is already over budget is not read (minutes saved): its miss is perplexity alone
+    assert failures("generation", "onnxruntime", {"promise": "lossy", "agreement_pct": 94.9, "perplexity_ratio": 1.035,
+                                                  "reading_skipped": "perplexity over its budget"}) == [
+        "perplexity 1.035x its source (gate ≤ 1.03x)"]
 
 
 def test_pruned_generation_gates_on_quality_not_on_copying():

@@ -198,6 +198,8 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
         metrics["perplexity_ratio"], metrics["perplexity_ratio_ci95"] = ratio["ratio"], ratio["ci95"]
     # a lossy rung already over its perplexity budget is rejected: no minutes of decoding spent on it
     over_budget = promise == "lossy" and metrics.get("perplexity_ratio", 1) > Gates().lossy_perplexity_ratio
+    if over_budget and reads:
+        metrics["reading_skipped"] = "perplexity over its budget"  # agreement stays ungated (optimize/evaluate/gates.py)
     if rejected or over_budget:
         return metrics
     # the public instruction set through the app's decoding path: shown for every variant

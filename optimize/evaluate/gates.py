@@ -92,7 +92,8 @@ def failures(task: str, runtime: str, metrics: dict, gates: Gates = Gates()) -> 
         if task == "qa":
             return _qa_drops(metrics, gates.lossy_f1_drop, "its source")
         missed = _perplexity_miss(metrics, gates.lossy_perplexity_ratio, "its source")
-        if "reading_f1" not in metrics and metrics.get("agreement_pct", 100) < gates.lossy_agreement_pct:
+        if ("reading_f1" not in metrics and "reading_skipped" not in metrics
+                and metrics.get("agreement_pct", 100) < gates.lossy_agreement_pct):
             missed.append(f"agrees with its source on {metrics['agreement_pct']:.1f}% of greedy tokens (gate ≥ "
                           f"{gates.lossy_agreement_pct}% where reading comprehension was not measured)")
         if "reading_f1" in metrics and metrics["reference_reading_f1"] - metrics["reading_f1"] > gates.lossy_f1_drop:
