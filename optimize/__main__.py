@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         from optimize.bench.run import BenchConfig
         from optimize.bench.run import run as bench_run
         config = (BenchConfig(qa_rounds=5, long_document_words=0, generation_rounds=2, app_rounds=5, outside_f1=False,
-                              agreement_prompts=4)
+                              agreement_prompts=2)
                   if args.quick else BenchConfig())
         if args.no_app:
             config = replace(config, app=False)

@@ -260,7 +260,8 @@ def test_bench_keeps_its_speedups(built_defaults, tmp_path):
     # each decoder's greedy text beside PyTorch fp32's (issue 26): shown with the speeds, never a speed's excuse
     agreement = bench["memory"]["agreement"]
     assert set(agreement) >= {"optimized", "pruned", "pruned-optimized"}, agreement
-    assert all(50 <= a["same_tokens_pct"] <= 100 and a["prompts"] == 4 for a in agreement.values()), agreement
+    assert all(0 <= a["same_tokens_pct"] <= 100 and a["prompts"] == 2 for a in agreement.values()), agreement
+    assert agreement["optimized"]["same_tokens_pct"] >= 90, agreement  # the exact export: the baseline's own text
     assert "Greedy tokens the same as PyTorch fp32's" in (tmp_path / "bench.md").read_text()
     assert ratios["qa384_vs_pipeline_fp32"] >= 1.2, ratios
     assert ratios["qa384_vs_optimum_int8"] >= 0.55, ratios
