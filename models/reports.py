@@ -44,6 +44,7 @@ def accuracy_text(accuracy: dict) -> str:
                 + (f", same text {accuracy['identical_continuations_pct']:.0f}%" if "identical_continuations_pct" in accuracy else "")
                 + (f", ppl {accuracy['perplexity']:.2f}" if "perplexity" in accuracy else "")
                 + (f", reading F1 {accuracy['reading_f1']:.1f}" if "reading_f1" in accuracy else "")
+                + ("" if "reading_f1_ci95" not in accuracy else " ({:.1f}-{:.1f})".format(*accuracy["reading_f1_ci95"]))
                 + (f", instructions {accuracy['instruction_pct']:.0f}%" if "instruction_pct" in accuracy else ""))
     return "—"
 
