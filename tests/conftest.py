@@ -8,11 +8,26 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from gradio_client import Client
 
 from models.catalog import REPO_ROOT
 from tests.tiny import tiny_llama, tiny_preset, tiny_qa
 
 SQUAD = REPO_ROOT.parent / "shared" / "data" / "squad-v2-dev" / "dev-v2.0.json"
+
+
+def _shutdown_without_join(self) -> None:
+    """gradio_client's `Client.__del__` joins its executor's threads. A finished test's client is
+    collected by the garbage collector wherever a collection happens to run; once that was inside
+    CPython's thread start-up, which holds `threading._shutdown_locks_lock`, and the join waited for
+    that same lock: the next test's app call never returned (a clean-clone run hung in
+    test_your_model.py). Collected clients now stop their executor without waiting; their threads
+    end when the test's server closes."""
+    if hasattr(self, "executor"):
+        self.executor.shutdown(wait=False)
+
+
+Client.__del__ = _shutdown_without_join
 
 
 @pytest.fixture(scope="session", autouse=True)
