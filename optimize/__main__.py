@@ -52,10 +52,19 @@ def main(argv: list[str] | None = None) -> int:
     prune.add_argument("--learning-rate", type=float, help="recovery learning rate (QA 1e-4, generation 1e-3)")
     prune.add_argument("--skip-before", action="store_true", help="generation: skip measuring before recovery")
     prune.add_argument("--stop-after", type=int, metavar="STEPS",
-                       help="generation: checkpoint and stop after this many recovery steps; the same command continues "
-                            "(checkpoint and log under artifacts/recovery-jobs/<output name>/)")
+                       help="checkpoint and stop after this many recovery steps; the same command continues "
+                            "(checkpoint and log under artifacts/recovery-jobs/ or artifacts/train-jobs/<output name>/)")
     prune.add_argument("--output", type=Path, help="default weights/<preset>-pruned")
     prune.add_argument("--data", type=Path)
+    prune.add_argument("--baseline", type=Path, default=Path("weights/qa-minilm-squad2"),
+                       help="QA: the model pruned and the distillation teacher")
+    prune.add_argument("--full-data", action="store_true",
+                       help="QA: distil on the whole SQuAD 1.1 training set too, validate on 4 articles (as train-qa --full-data)")
+    prune.add_argument("--train-share", type=float, default=1.0, help="QA: distil on this seeded share of the windows")
+    prune.add_argument("--batch-size", type=int, default=16, help="QA recovery batch size")
+    prune.add_argument("--no-bf16", action="store_true", help="QA: no bf16 autocast")
+    prune.add_argument("--save-compact", action="store_true",
+                       help="QA: write the running job's compact checkpoint under weights/train-jobs/ (to commit) and exit")
 
     sweep_qa = stages.add_parser("sweep-qa", help="accuracy/latency of QA pruning sparsities (before recovery)")
     sweep_qa.add_argument("--recovered", type=Path, nargs="+",
@@ -128,15 +137,9 @@ def main(argv: list[str] | None = None) -> int:
                              answerable_first_epochs=args.answerable_first_epochs, null_fraction=args.null_fraction,
                              init_from=args.init_from, answerability_weight=args.answerability_weight,
                              negatives_share=args.negatives_share, batch_size=args.batch_size, threads=args.threads)
-        if args.no_bf16:
-            config.bf16 = False
         if args.no_extra_data:
             config.extra_data = ()
-        if args.full_data:
-            from optimize.evaluate import squad
-            config.extra_data, config.split = (squad.TRAIN_HEAD_PATH, squad.SQUAD11_TRAIN_PATH), squad.WIDE_VALIDATION
-        if args.data:
-            config.data = args.data
+        _data_options(config, args)
         if args.save_compact:
             from optimize.train.finetune_qa import save_compact
             print(f"compact checkpoint (commit it to continue in a fresh clone): {save_compact(config)}")
@@ -161,20 +164,25 @@ def main(argv: list[str] | None = None) -> int:
     elif args.stage == "prune":
         from optimize.evaluate.gates import GateFailed
         from optimize.prune.encoder import PruneConfig
-        from optimize.prune.encoder import run as prune_run
-        from optimize.train.finetune_qa import TrainConfig
+        from optimize.train.finetune_qa import TrainConfig, save_compact
+        from optimize.train.recover_qa import run as prune_run
         # distillation: the teacher already knows "no answer", so no curriculum; half the null windows
         config = TrainConfig(output=args.output or Path("weights/qa-minilm-squad2-pruned"), epochs=args.epochs,
-                             learning_rate=args.learning_rate or 1e-4, answerable_first_epochs=0, threads=args.threads)
-        if args.data:
-            config.data = args.data
+                             learning_rate=args.learning_rate or 1e-4, answerable_first_epochs=0, threads=args.threads,
+                             batch_size=args.batch_size)
+        _data_options(config, args)
+        if args.save_compact:
+            print(f"compact checkpoint (commit it to continue in a fresh clone): {save_compact(config)}")
+            return 0
         try:
-            prune_run(Path("weights/qa-minilm-squad2"),
-                      PruneConfig(heads_kept=args.heads_kept, ffn_kept=args.ffn_kept or 1024,
-                                  layers_dropped=args.qa_layers_dropped), config)
+            result = prune_run(args.baseline, PruneConfig(heads_kept=args.heads_kept, ffn_kept=args.ffn_kept or 1024,
+                                                          layers_dropped=args.qa_layers_dropped),
+                               config, train_share=args.train_share, stop_after=args.stop_after)
         except GateFailed as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
+        if result.get("stopped"):
+            print(f"recovery stopped; checkpoint {result['checkpoint']}. Run the same command to continue.")
     elif args.stage == "sweep-qa":
         from optimize.prune import sweep_encoder as sweep_qa
         sweep_qa.recovered(args.recovered) if args.recovered else sweep_qa.run()
@@ -238,6 +246,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 2
     return 0
+
+
+def _data_options(config, args) -> None:
+    """--no-bf16, --full-data and --data, shared by train-qa and the QA prune."""
+    if args.no_bf16:
+        config.bf16 = False
+    if args.full_data:
+        from optimize.evaluate import squad
+        config.extra_data, config.split = (squad.TRAIN_HEAD_PATH, squad.SQUAD11_TRAIN_PATH), squad.WIDE_VALIDATION
+    if args.data:
+        config.data = args.data
 
 
 def _build_model(args) -> int:

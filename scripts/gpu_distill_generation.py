@@ -72,7 +72,7 @@ def main(gguf: Path, work: Path, budget_s: float, resume: Path | None = None, te
     torch.manual_seed(42)
     baseline_dir = converted_gguf(gguf, work / "baseline")
     tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
-    load = lambda: AutoModelForCausalLM.from_pretrained(baseline_dir, torch_dtype=torch.float32).eval()  # noqa: E731
+    load = lambda: AutoModelForCausalLM.from_pretrained(baseline_dir, dtype=torch.float32).eval()  # noqa: E731
     teacher = load().cuda()
     dev = squad.examples(squad.load_articles(), squad.ArticleSplit().train)
     head = squad.all_examples(squad.TRAIN_HEAD_PATH)

@@ -111,3 +111,39 @@ def test_sigterm_stops_a_run_after_its_step_with_a_checkpoint(tmp_path):
     assert scores == [] and len(calls) == 3
     assert torch.load(checkpoint, weights_only=False)["progress"]["step"] == 3
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_stopped_pruning_recovery_prunes_the_same_way_and_continues_to_the_same_weights(tmp_path):
+    """The QA recovery job (optimize/train/recover_qa.py) prunes again on resume and loads its
+    checkpoint into that student: the seeded pruning must give the same student, and a checkpoint
+    written for another recipe must be refused rather than continued."""
+    import pytest
+
+    from optimize.prune.encoder import PruneConfig, RecoveryConfig, distil_loss_fn, load_baseline, pruned_copy
+    from optimize.train.loop import fit, seed_everything
+    from tests.tiny import tiny_qa
+
+    _, tokenizer, features, config = _tiny_run(tmp_path)
+    baseline = tiny_qa(tmp_path / "baseline", seed=0)
+    teacher = load_baseline(baseline).eval()
+    recipe = PruneConfig(heads_kept=2, ffn_kept=32, layers_dropped=1, calibration_windows=8, batch_size=4)
+    key = {"prune": str(recipe)}
+
+    def student():
+        seed_everything(0)  # as the job does first: dropout draws from torch's RNG
+        return pruned_copy(baseline, features, tokenizer.pad_token_id, recipe)
+
+    def recover(model, **job):
+        fit(model, features, tokenizer.pad_token_id, config, lambda epoch: 0.0,
+            distil_loss_fn(teacher, RecoveryConfig()), **job)
+        return model
+
+    uninterrupted = recover(student()).state_dict()
+    checkpoint = tmp_path / "job" / "checkpoint.pt"
+    recover(student(), checkpoint=checkpoint, stop_after=3, run_key=key)
+    continued = recover(student(), checkpoint=checkpoint, run_key=key).state_dict()
+    assert continued.keys() == uninterrupted.keys()
+    for name, tensor in continued.items():
+        torch.testing.assert_close(tensor, uninterrupted[name], msg=name)
+    with pytest.raises(ValueError, match="another training run"):
+        recover(student(), checkpoint=checkpoint, run_key={"prune": "4 heads"})

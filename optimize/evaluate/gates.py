@@ -179,9 +179,10 @@ def _qa_drops(metrics: dict, allowed: float, reference: str) -> list[str]:
     return missed
 
 
-def check(name: str, task: str, runtime: str, metrics: dict) -> None:
+BUILD_ADVICE = "Try a gentler recipe (per-channel INT8, fewer quantized layers, less pruning) or rebuild with --force."
+
+
+def check(name: str, task: str, runtime: str, metrics: dict, advice: str = BUILD_ADVICE) -> None:
     missed = failures(task, runtime, metrics)
     if missed:
-        raise GateFailed(f"{name} missed its accuracy gate: " + "; ".join(missed) +
-                         ". Try a gentler recipe (per-channel INT8, fewer quantized layers, less pruning) or rebuild with --force.",
-                         missed)
+        raise GateFailed(f"{name} missed its accuracy gate: " + "; ".join(missed) + ". " + advice, missed)

@@ -222,7 +222,7 @@ def assemble(baseline_dir: Path, recovery_dir: Path, output: Path) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     dropped, kept_neurons, delta = load_recovery(recovery_dir)
-    model = AutoModelForCausalLM.from_pretrained(baseline_dir, torch_dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(baseline_dir, dtype=torch.float32).eval()
     prune_with_plan(model, dropped, kept_neurons)
     apply_delta(model, delta)
     model.save_pretrained(output, safe_serialization=True)

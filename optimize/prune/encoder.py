@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import logging
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -180,75 +180,13 @@ def distil_loss_fn(teacher, recovery: RecoveryConfig):
 
 def load_baseline(path):
     from transformers import AutoModelForQuestionAnswering
-    return AutoModelForQuestionAnswering.from_pretrained(path, torch_dtype=torch.float32, attn_implementation="eager")
+    return AutoModelForQuestionAnswering.from_pretrained(path, dtype=torch.float32, attn_implementation="eager")
 
 
 def pruned_copy(baseline_dir, features, pad_id, config: PruneConfig):
     model = load_baseline(baseline_dir)
     head_importance, ffn_importance = importance(model, features, pad_id, config)
     return drop_layers(prune(model, head_importance, ffn_importance, config), features, pad_id, config)
-
-
-def run(baseline_dir, prune_config: PruneConfig, train_config, recovery: RecoveryConfig = RecoveryConfig()) -> dict:
-    """Prune the baseline, recover by distillation on the training articles, score held-out articles."""
-    import time
-
-    from transformers import AutoTokenizer
-
-    from optimize.evaluate import squad
-    from optimize.evaluate.squad_metrics import evaluate_model
-    from optimize.publish.model_card import write_qa_card
-    from optimize.train.finetune_qa import finish, training_examples, training_features, validation_tracker
-    from optimize.train.loop import fit, seed_everything
-
-    torch.set_num_threads(train_config.threads)
-    seed_everything(train_config.seed)
-    articles = squad.load_articles(train_config.data)
-    tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
-    features = training_features(tokenizer, training_examples(train_config, articles), train_config.qa)
-    published, train_config = train_config.output, replace(train_config, output=staging_dir(train_config.output))
-    validation_data = squad.examples(articles, train_config.split.validation)
-    teacher = load_baseline(baseline_dir).eval().to(train_config.device)
-    student = pruned_copy(baseline_dir, features, tokenizer.pad_token_id, prune_config)
-    student.get_input_embeddings().requires_grad_(not recovery.freeze_word_embeddings)
-    before = evaluate_model(student, tokenizer, validation_data, train_config.qa)["metrics"]["overall_f1"]
-    log.info("pruned to %d heads, %d FFN neurons per layer, %d layers dropped; validation F1 before recovery %.2f",
-             prune_config.heads_kept, prune_config.ffn_kept, prune_config.layers_dropped, before)
-
-    history, best = [], {}
-    started = time.perf_counter()
-    fit(student, features, tokenizer.pad_token_id, train_config,
-        validation_tracker(student, tokenizer, validation_data, train_config, history, best),
-        distil_loss_fn(teacher, recovery))
-    extra = {"base_model": f"{baseline_dir} (pruned: {prune_config.heads_kept} heads, {prune_config.ffn_kept} FFN "
-                           f"neurons per layer, {student.config.num_hidden_layers} layers; recovered by distillation, "
-                           f"T={recovery.temperature}, alpha={recovery.alpha})",
-             "prune": prune_config.__dict__, "validation_f1_before_recovery": round(before, 2),
-             "train_windows": len(features), "train_seconds": round(time.perf_counter() - started),
-             "word_embeddings_frozen": recovery.freeze_word_embeddings}
-    result = finish(train_config.output, tokenizer, train_config, best, history, articles, extra)
-    publish_if_gated(train_config.output, published, baseline_dir, result)
-    write_qa_card(published)
-    return result
-
-
-def staging_dir(output: Path) -> Path:
-    return Path(output).with_name(Path(output).name + ".partial")
-
-
-def publish_if_gated(staging: Path, published: Path, baseline_dir: Path, result: dict) -> None:
-    """Pruning promises a smaller model of measured quality: it is published only when it stays
-    within the gate of the baseline on SQuAD 2.0 F1 *and* forced-span F1, so abstaining cannot
-    pass. A miss leaves the staging folder for inspection and publishes nothing."""
-    import json
-    import shutil
-
-    from optimize.evaluate.gates import beside_reference, check
-
-    baseline = json.loads((Path(baseline_dir) / "training.json").read_text())["held_out"]
-    check(str(published), "qa", "torch", beside_reference(result["held_out"], baseline))
-    shutil.rmtree(published, ignore_errors=True)
-    Path(staging).rename(published)
 
 
 def prune_and_recover(baseline_dir: Path, output: Path, spec, progress=log.info) -> dict:

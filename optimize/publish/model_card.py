@@ -32,7 +32,7 @@ def qa_card(directory: Path) -> ModelCard:
 # {title}
 
 {origin}
-Stored in fp16 (load with `torch_dtype=torch.float32`); `qa_config.json` holds the null-score threshold.
+Stored in fp16 (load with `dtype=torch.float32`); `qa_config.json` holds the null-score threshold.
 
 ## Data and split
 Half of the SQuAD 2.0 dev set (CS224N copy, 16 articles), split **by article**:
@@ -44,7 +44,7 @@ Half of the SQuAD 2.0 dev set (CS224N copy, 16 articles), split **by article**:
 seed {training['seed']}; {training['epochs']} epoch(s) (best: {training['best_epoch']}); batch {training['batch_size']};
 AdamW lr {training['learning_rate']} with linear warm-up and decay; max length 384, document stride 128;
 length-grouped batches with dynamic padding. Null threshold {training['null_threshold']:.3f} (tuned on validation).
-Training took {training['train_seconds'] / 60:.0f} min on a 2-core CPU.
+{throughput(training)}
 
 ## Held-out scores (test articles, {int(test['overall_total'])} questions), two ways
 Answers are spans of at most {max_answer} tokens, as in transformers' question-answering pipeline
@@ -69,6 +69,16 @@ Per-epoch validation history: {json.dumps(training['history'])}
 ```
 """
     return ModelCard(content)
+
+
+def throughput(training: dict) -> str:
+    """Wall time and windows per second of the training job (summed over the sessions a resumable
+    job spanned; pauses not counted)."""
+    where = "a GPU" if training.get("device") == "cuda" else f"a CPU, {training.get('threads', 2)} threads"
+    line = f"Training took {training['train_seconds'] / 60:.0f} min on {where}"
+    if training.get("windows_per_second"):
+        line += f" ({training['train_windows']:,} training windows), {training['windows_per_second']} windows/s trained"
+    return line + "."
 
 
 def history_note(training: dict, max_answer: int) -> str:

@@ -12,6 +12,7 @@ articles, and the test articles are scored once, at the end, from the saved fp16
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -212,21 +213,31 @@ def validation_tracker(model, tokenizer, data, config: TrainConfig, history: lis
 def train(config: TrainConfig, stop_after: int | None = None) -> dict:
     """Fine-tune, keep the best epoch, measure it on held-out data. A resumable job: its checkpoint
     and log live under `job_files(config.output)`; the same call continues a stopped run."""
-    checkpoint, log_file = job_files(config.output)
+    with resumable_job(config.output) as checkpoint:
+        result = _train(config, checkpoint, stop_after)
+    if not result.get("stopped"):
+        compact_file(config.output).unlink(missing_ok=True)  # the run is done: its result is the committed model
+    return result
+
+
+@contextlib.contextmanager
+def resumable_job(output: Path):
+    """The checkpoint path of the job that writes `output`, seeded from its committed compact
+    checkpoint when the full one is gone (a fresh clone); the job's log (every `optimize` logger,
+    the loop's progress included) goes to its train.log meanwhile."""
+    checkpoint, log_file = job_files(output)
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    compact = compact_file(config.output)
+    compact = compact_file(output)
     if not checkpoint.exists() and compact.exists():
         shutil.copy(compact, checkpoint)
     handler = logging.FileHandler(log_file)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    log.addHandler(handler)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+    job_log = logging.getLogger("optimize")
+    job_log.addHandler(handler)
     try:
-        result = _train(config, checkpoint, stop_after)
-        if not result.get("stopped"):
-            compact.unlink(missing_ok=True)  # the run is done: its result is the committed model
-        return result
+        yield checkpoint
     finally:
-        log.removeHandler(handler)
+        job_log.removeHandler(handler)
         handler.close()
 
 
@@ -240,7 +251,7 @@ def _train(config: TrainConfig, checkpoint: Path, stop_after: int | None) -> dic
     validation_data = squad.examples(articles, config.split.validation)
     base = config.base or minilm_path()
     tokenizer = AutoTokenizer.from_pretrained(base)
-    model = AutoModelForQuestionAnswering.from_pretrained(config.init_from or base, torch_dtype=torch.float32)
+    model = AutoModelForQuestionAnswering.from_pretrained(config.init_from or base, dtype=torch.float32)
     features = training_features(tokenizer, train_data, config.qa)
     log.info("train: %d questions -> %d windows; validation %d questions", len(train_data), len(features),
              len(validation_data))

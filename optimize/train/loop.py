@@ -77,7 +77,8 @@ def collate(batch: list[dict], pad_id: int, device: str = "cpu") -> dict[str, to
 
 def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
         on_epoch: Callable[[int], float], loss_fn: Callable | None = None,
-        checkpoint: Path | None = None, state: dict | None = None, stop_after: int | None = None) -> list[float]:
+        checkpoint: Path | None = None, state: dict | None = None, stop_after: int | None = None,
+        run_key: dict | None = None) -> list[float]:
     """AdamW with linear warm-up and decay over length-grouped batches; `on_epoch(epoch)` scores
     the model after each epoch (and may save it). Shared by fine-tuning and pruning recovery.
 
@@ -85,7 +86,9 @@ def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
     AdamW, schedule, RNGs and the caller's `state` (updated in place on resume) go there; a run
     that finds one continues from it to the same result as an uninterrupted run, so hours of CPU
     training survive a stop. `stop_after`: checkpoint and return after that many steps of this call.
-    SIGTERM (`kill PID`) does the same after the step in flight, so a stopped job loses nothing."""
+    SIGTERM (`kill PID`) does the same after the step in flight, so a stopped job loses nothing.
+    `run_key`: what else a checkpoint must share with the run that continues it (beyond `config`'s
+    `resumable_key`), e.g. a pruning recipe."""
     from transformers import get_linear_schedule_with_warmup
 
     loss_fn = loss_fn or (lambda model, batch: model(**batch).loss)
@@ -103,14 +106,15 @@ def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
     log.info("windows per epoch: %s", [len(windows) for windows in plan])
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
     progress = {"step": 0, "scores": [], "seconds": 0.0}
+    key = {**config.resumable_key(), **(run_key or {})}
     if checkpoint and checkpoint.exists():
-        progress = _resume(checkpoint, config, model, optimizer, scheduler, state)
+        progress = _resume(checkpoint, key, model, optimizer, scheduler, state)
     resumed_at, started = progress["step"], time.perf_counter()
 
     def save() -> None:
         if checkpoint:
             seconds = progress["seconds"] + time.perf_counter() - started
-            _save_checkpoint(checkpoint, config, {**progress, "seconds": seconds}, model, optimizer, scheduler, state)
+            _save_checkpoint(checkpoint, key, {**progress, "seconds": seconds}, model, optimizer, scheduler, state)
 
     stop = _StopOnSigterm()
     step, windows_done = 0, 0
@@ -173,9 +177,9 @@ class _StopOnSigterm:
             self.previous = None
 
 
-def _save_checkpoint(path: Path, config: TrainConfig, progress: dict, model, optimizer, scheduler,
+def _save_checkpoint(path: Path, key: dict, progress: dict, model, optimizer, scheduler,
                      state: dict | None) -> None:
-    payload = {"config": config.resumable_key(), "progress": progress, "model": model.state_dict(),
+    payload = {"config": key, "progress": progress, "model": model.state_dict(),
                "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                "torch_rng": torch.get_rng_state(), "state": state}
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -184,9 +188,9 @@ def _save_checkpoint(path: Path, config: TrainConfig, progress: dict, model, opt
     partial.replace(path)
 
 
-def _resume(path: Path, config: TrainConfig, model, optimizer, scheduler, state: dict | None) -> dict:
+def _resume(path: Path, key: dict, model, optimizer, scheduler, state: dict | None) -> dict:
     payload = torch.load(path, weights_only=False)
-    if payload["config"] != config.resumable_key():
+    if payload["config"] != key:
         raise ValueError(f"{path} was written by another training run; delete it to start over, "
                          "or run with the same options to continue it.")
     model.load_state_dict({name: tensor.float() for name, tensor in payload["model"].items()})

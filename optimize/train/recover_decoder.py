@@ -359,7 +359,7 @@ def _run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig, outp
     preset = default_preset("generation")
     baseline_dir = resolve(preset, preset.variant("baseline"))
     tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
-    load = lambda: AutoModelForCausalLM.from_pretrained(baseline_dir, torch_dtype=torch.float32).eval()  # noqa: E731
+    load = lambda: AutoModelForCausalLM.from_pretrained(baseline_dir, dtype=torch.float32).eval()  # noqa: E731
     teacher, student = load(), load()
     chats = teacher_chat_set(teacher, tokenizer, baseline_dir)
     texts = recovery_texts(tokenizer, prune_config.max_tokens) + chats

@@ -1,0 +1,111 @@
+"""`python -m optimize prune --task qa`: prune the QA baseline (optimize/prune/encoder.py) and
+recover the student by distillation from the unpruned model, as a resumable job.
+
+On 2 cores a recovery on the whole SQuAD 1.1 training set takes hours (a teacher forward pass and
+a student training step per batch), so it runs like `train-qa`: checkpoints under the artifacts
+root, a committable compact checkpoint, SIGTERM stops it after the step in flight, and the same
+command continues. `train_share` distils on a seeded sample of the windows when hours matter more
+than the last points. The student is published only when it keeps the pruning gate of its teacher.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import random
+import shutil
+from pathlib import Path
+
+import torch
+
+from optimize.prune.encoder import PruneConfig, RecoveryConfig, distil_loss_fn, load_baseline, pruned_copy
+
+log = logging.getLogger(__name__)
+
+
+def run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: RecoveryConfig = RecoveryConfig(),
+        train_share: float = 1.0, stop_after: int | None = None) -> dict:
+    """Prune the baseline, recover on the training articles, score the held-out articles, publish
+    when gated. Returns {"stopped": True, ...} when stopped early (the same call continues)."""
+    from dataclasses import replace
+
+    from optimize.train.finetune_qa import compact_file, resumable_job
+
+    published = Path(train_config.output)
+    with resumable_job(published) as checkpoint:
+        result = _run(Path(baseline_dir), prune_config, replace(train_config, output=staging_dir(published)),
+                      recovery, train_share, stop_after, checkpoint)
+    if result.get("stopped"):
+        return result
+    compact_file(published).unlink(missing_ok=True)
+    publish_if_gated(staging_dir(published), published, baseline_dir, result)
+    from optimize.publish.model_card import write_qa_card
+    write_qa_card(published)
+    return result
+
+
+def _run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: RecoveryConfig, train_share: float,
+         stop_after: int | None, checkpoint: Path) -> dict:
+    from transformers import AutoTokenizer
+
+    from optimize.evaluate import squad
+    from optimize.evaluate.squad_metrics import evaluate_model
+    from optimize.train.finetune_qa import finish, training_examples, training_features, validation_tracker
+    from optimize.train.loop import epoch_features, fit, seed_everything
+
+    torch.set_num_threads(train_config.threads)
+    seed_everything(train_config.seed)
+    articles = squad.load_articles(train_config.data)
+    tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
+    features = training_features(tokenizer, training_examples(train_config, articles), train_config.qa)
+    if train_share < 1.0:
+        features = random.Random(train_config.seed).sample(features, round(len(features) * train_share))
+    validation_data = squad.examples(articles, train_config.split.validation)
+    teacher = load_baseline(baseline_dir).eval().to(train_config.device)
+    # the same pruning on a resume (seeded calibration); the checkpoint then replaces the weights
+    student = pruned_copy(baseline_dir, features, tokenizer.pad_token_id, prune_config)
+    student.get_input_embeddings().requires_grad_(not recovery.freeze_word_embeddings)
+    history, best = [], {}
+    state = {"history": history, "best": best, "before": None}
+    if not checkpoint.exists():
+        state["before"] = round(evaluate_model(student, tokenizer, validation_data, train_config.qa)["metrics"]["overall_f1"], 2)
+        log.info("pruned to %d heads, %d FFN neurons per layer, %d layers dropped; validation F1 before recovery %.2f",
+                 prune_config.heads_kept, prune_config.ffn_kept, prune_config.layers_dropped, state["before"])
+    log.info("recovery: %d windows (%.0f %% of the training windows), teacher %s", len(features), 100 * train_share,
+             baseline_dir)
+    run_key = {"teacher": str(baseline_dir), "prune": str(prune_config), "recovery": str(recovery),
+               "train_share": str(train_share)}
+    scores = fit(student, features, tokenizer.pad_token_id, train_config,
+                 validation_tracker(student, tokenizer, validation_data, train_config, history, best),
+                 distil_loss_fn(teacher, recovery), checkpoint=checkpoint, state=state, stop_after=stop_after,
+                 run_key=run_key)
+    if len(scores) < train_config.epochs:
+        return {"stopped": True, "checkpoint": str(checkpoint)}
+    train_seconds = state["train_seconds"]
+    trained = sum(len(epoch_features(features, e, train_config, random.Random(0))) for e in range(1, train_config.epochs + 1))
+    extra = {"base_model": f"{baseline_dir} (pruned: {prune_config.heads_kept} heads, {prune_config.ffn_kept} FFN "
+                           f"neurons per layer, {student.config.num_hidden_layers} layers; recovered by distillation, "
+                           f"T={recovery.temperature}, alpha={recovery.alpha})",
+             "prune": prune_config.__dict__, "validation_f1_before_recovery": state["before"],
+             "train_windows": len(features), "train_share": train_share, "train_seconds": train_seconds,
+             "windows_per_second": round(trained / max(train_seconds, 1), 1),
+             "threads": train_config.threads, "device": train_config.device,
+             "word_embeddings_frozen": recovery.freeze_word_embeddings}
+    return finish(train_config.output, tokenizer, train_config, best, history, articles, extra)
+
+
+def staging_dir(output: Path) -> Path:
+    return Path(output).with_name(Path(output).name + ".partial")
+
+
+def publish_if_gated(staging: Path, published: Path, baseline_dir: Path, result: dict) -> None:
+    """Pruning promises a smaller model of measured quality: it is published only when it stays
+    within the gate of the baseline on SQuAD 2.0 F1 *and* forced-span F1, so abstaining cannot
+    pass. A miss leaves the staging folder for inspection and publishes nothing."""
+    from optimize.evaluate.gates import beside_reference, check
+
+    baseline = json.loads((Path(baseline_dir) / "training.json").read_text())["held_out"]
+    check(str(published), "qa", "torch", beside_reference(result["held_out"], baseline),
+          advice=f"Prune less (more heads or FFN neurons kept, fewer layers dropped) or recover longer "
+                 f"(--epochs, --full-data); the student stays in {staging} for inspection.")
+    shutil.rmtree(published, ignore_errors=True)
+    Path(staging).rename(published)
