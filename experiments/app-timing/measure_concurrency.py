@@ -56,7 +56,8 @@ def main() -> None:
     args = parser.parse_args()
     context = qa_context(Showdown.from_environment().runner("qa", "baseline").tokenizer, 384)
     with app_process() as (url, server):
-        connect(url, server)  # listening
+        with connect(url, server):  # listening
+            pass
         os.nice(args.client_nice)  # this process only: the app started at the usual priority
         rows = []
         for clients in (1, args.clients):

@@ -54,8 +54,7 @@ def bench_app(variant: str, context: str, config: BenchConfig) -> tuple[list[Res
     (no model) shows the client's own floor."""
     import httpx
 
-    with app_process() as (base, server):
-        client = connect(base, server)
+    with app_process() as (base, server), connect(base, server) as client:
         with httpx.Client(base_url=base, timeout=60) as http:
             callers = {"app (gradio_client)": lambda: client.predict(context, QA_QUESTION, variant, api_name="/qa"),
                        "app (HTTP API, keep-alive)": lambda: http_api_call(http, "qa", [context, QA_QUESTION, variant, False]),
@@ -91,18 +90,29 @@ def http_api_call(http, api_name: str, data: list) -> dict:
     raise RuntimeError("the app closed the event stream without a result")
 
 
+@contextlib.contextmanager
 def connect(url: str, server: subprocess.Popen, timeout_s: float = 120):
-    """A gradio_client Client once the app answers (it fails fast if the server exited)."""
+    """A gradio_client Client once the app answers (it fails fast if the server exited), closed
+    and its threads joined at the end of the block. Why join here: the client's `__del__` joins
+    them too, and a garbage collection that runs it inside CPython's thread start-up waits for a
+    lock that start-up holds (a test run hung that way; tests/conftest.py). Joined threads make
+    that later join a no-op."""
     from gradio_client import Client
 
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            return Client(url, verbose=False, download_files=False)
+            client = Client(url, verbose=False, download_files=False)
+            break
         except Exception:  # noqa: BLE001 - not listening yet
             if server.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the app did not start at {url}") from None
             time.sleep(0.5)
+    try:
+        yield client
+    finally:
+        client.close()
+        client.executor.shutdown(wait=True)
 
 
 # --- the physical limit for decoding --------------------------------------------------------------
