@@ -67,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="QA: write the running job's compact checkpoint under weights/train-jobs/ (to commit) and exit")
 
     sweep_qa = stages.add_parser("sweep-qa", help="accuracy/latency of QA pruning sparsities (before recovery)")
+    sweep_qa.add_argument("--baseline", type=Path, default=Path("weights/qa-minilm-squad2"), help="the model pruned")
+    sweep_qa.add_argument("--full-data", action="store_true", help="validate on the 4 validation articles of train-qa --full-data")
     sweep_qa.add_argument("--recovered", type=Path, nargs="+",
                           help="instead: tabulate these pruned-and-recovered candidate folders beside the baseline")
     stages.add_parser("sweep-generation", help="accuracy/speed of dropping decoder layers and FFN neurons (before recovery)")
@@ -185,7 +187,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"recovery stopped; checkpoint {result['checkpoint']}. Run the same command to continue.")
     elif args.stage == "sweep-qa":
         from optimize.prune import sweep_encoder as sweep_qa
-        sweep_qa.recovered(args.recovered) if args.recovered else sweep_qa.run()
+        from optimize.train.finetune_qa import TrainConfig
+        config = TrainConfig()
+        _data_options(config, args)
+        sweep_qa.recovered(args.recovered, args.baseline) if args.recovered else sweep_qa.run(args.baseline, config)
     elif args.stage == "sweep-generation":
         from optimize.prune.sweep_decoder import run as sweep_generation
         sweep_generation()
@@ -249,13 +254,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _data_options(config, args) -> None:
-    """--no-bf16, --full-data and --data, shared by train-qa and the QA prune."""
-    if args.no_bf16:
+    """--no-bf16, --full-data and --data (where the stage has them): train-qa, prune and sweep-qa."""
+    if getattr(args, "no_bf16", False):
         config.bf16 = False
-    if args.full_data:
+    if getattr(args, "full_data", False):
         from optimize.evaluate import squad
         config.extra_data, config.split = (squad.TRAIN_HEAD_PATH, squad.SQUAD11_TRAIN_PATH), squad.WIDE_VALIDATION
-    if args.data:
+    if getattr(args, "data", None):
         config.data = args.data
 
 

@@ -4,8 +4,8 @@
 passed or not) two ways beside the baseline: SQuAD 2.0 F1, forced-span F1, the everyday set, and
 PyTorch latency at 384 tokens — reports/pruning-sweep-qa-recovered.{json,md}.
 
-For each (heads kept, FFN neurons kept) per layer: prune the baseline with the same importance
-scores the pruning stage uses (no recovery, so this is the damage recovery has to repair),
+For each (heads kept, FFN neurons kept per layer, layers dropped): prune the baseline with the same
+importance scores the pruning stage uses (no recovery, so this is the damage recovery has to repair),
 score validation F1 (null threshold tuned on validation), and time one 384-token forward in
 PyTorch fp32 (median of repeated runs, all configs in one process). Writes reports/pruning-sweep-qa.{json,md}.
 """
@@ -21,10 +21,11 @@ import torch
 from models.reports import save_rows
 from optimize.evaluate import squad
 from optimize.evaluate.squad_metrics import evaluate_model
-from optimize.prune.encoder import PruneConfig, importance, load_baseline, prune
+from optimize.prune.encoder import PruneConfig, drop_layers, importance, load_baseline, prune
 from optimize.train.finetune_qa import TrainConfig, training_features
 
-GRID = ((12, 1536), (10, 1280), (8, 1024), (6, 1536), (12, 768), (6, 768), (4, 512), (3, 384), (2, 256))
+GRID = ((12, 1536, 0), (10, 1280, 0), (8, 1024, 0), (6, 1536, 0), (12, 768, 0), (6, 768, 0), (4, 512, 0), (3, 384, 0),
+        (2, 256, 0), (12, 1536, 2), (12, 1536, 3), (8, 1024, 1), (8, 1024, 2), (6, 1024, 1), (6, 768, 1))
 
 
 def forward_ms(model, repeats: int = 15) -> float:
@@ -49,17 +50,22 @@ def run(baseline_dir: Path = Path("weights/qa-minilm-squad2"), config: TrainConf
     base = load_baseline(baseline_dir)
     heads, neurons = importance(base, features, tokenizer.pad_token_id, PruneConfig())
     rows = []
-    for heads_kept, ffn_kept in GRID:
-        model = prune(copy.deepcopy(base), heads, neurons, PruneConfig(heads_kept=heads_kept, ffn_kept=ffn_kept)).eval()
-        f1 = evaluate_model(model, tokenizer, validation, config.qa)["metrics"]["overall_f1"]
+    for heads_kept, ffn_kept, layers_dropped in GRID:
+        cut = PruneConfig(heads_kept=heads_kept, ffn_kept=ffn_kept, layers_dropped=layers_dropped)
+        model = drop_layers(prune(copy.deepcopy(base), heads, neurons, cut), features, tokenizer.pad_token_id, cut).eval()
+        validated = evaluate_model(model, tokenizer, validation, config.qa)
         params = sum(p.numel() for p in model.bert.encoder.parameters())
-        rows.append({"heads_kept": heads_kept, "ffn_kept": ffn_kept, "encoder_params_m": round(params / 1e6, 2),
-                     "validation_f1_no_recovery": round(f1, 2), "torch_fp32_384_ms": round(forward_ms(model), 1)})
+        rows.append({"heads_kept": heads_kept, "ffn_kept": ffn_kept, "layers_dropped": layers_dropped,
+                     "encoder_params_m": round(params / 1e6, 2),
+                     "validation_f1_no_recovery": round(validated["metrics"]["overall_f1"], 2),
+                     "validation_forced_f1_no_recovery": round(validated["forced_metrics"]["HasAns_f1"], 2),
+                     "torch_fp32_384_ms": round(forward_ms(model), 1)})
         print(rows[-1], flush=True)
     full = rows[0]["torch_fp32_384_ms"]
     for row in rows:
         row["speedup"] = round(full / row["torch_fp32_384_ms"], 2)
-    save_rows("pruning-sweep-qa", "QA pruning sweep (validation article, before recovery)", rows)
+    save_rows("pruning-sweep-qa", f"QA pruning sweep of {baseline_dir.name} ({len(validation)} validation questions, "
+              "before recovery)", rows)
     return rows
 
 
