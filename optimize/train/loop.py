@@ -64,8 +64,8 @@ def collate(batch: list[dict], pad_id: int, device: str = "cpu") -> dict[str, to
     attention_mask = torch.zeros((len(batch), length), dtype=torch.long)
     for row, feature in enumerate(batch):
         n = len(feature["input_ids"])
-        input_ids[row, :n] = torch.tensor(feature["input_ids"])
-        token_type_ids[row, :n] = torch.tensor(feature["token_type_ids"])
+        input_ids[row, :n] = torch.as_tensor(feature["input_ids"])
+        token_type_ids[row, :n] = torch.as_tensor(feature["token_type_ids"])
         attention_mask[row, :n] = 1
     tensors = {
         "input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
