@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     prune.add_argument("--train-share", type=float, default=1.0, help="QA: distil on this seeded share of the windows")
     prune.add_argument("--batch-size", type=int, default=16, help="QA recovery batch size")
     prune.add_argument("--no-bf16", action="store_true", help="QA: no bf16 autocast")
+    prune.add_argument("--freeze-word-embeddings", action="store_true",
+                       help="QA: keep the baseline's word embeddings (a lent GPU's trip back then skips them)")
     prune.add_argument("--save-compact", action="store_true",
                        help="QA: write the running job's compact checkpoint under weights/train-jobs/ (to commit) and exit")
 
@@ -165,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             print({k: result[k] for k in ("layers_kept", "before_recovery", "after_recovery")})
     elif args.stage == "prune":
         from optimize.evaluate.gates import GateFailed
-        from optimize.prune.encoder import PruneConfig
+        from optimize.prune.encoder import PruneConfig, RecoveryConfig
         from optimize.train.finetune_qa import TrainConfig, save_compact
         from optimize.train.recover_qa import run as prune_run
         # distillation: the teacher already knows "no answer", so no curriculum; half the null windows
@@ -179,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             result = prune_run(args.baseline, PruneConfig(heads_kept=args.heads_kept, ffn_kept=args.ffn_kept or 1024,
                                                           layers_dropped=args.qa_layers_dropped),
-                               config, train_share=args.train_share, stop_after=args.stop_after)
+                               config, RecoveryConfig(freeze_word_embeddings=args.freeze_word_embeddings),
+                               train_share=args.train_share, stop_after=args.stop_after)
         except GateFailed as error:
             print(f"error: {error}", file=sys.stderr)
             return 2

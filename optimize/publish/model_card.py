@@ -74,7 +74,8 @@ Per-epoch validation history: {json.dumps(training['history'])}
 def throughput(training: dict) -> str:
     """Wall time and windows per second of the training job (summed over the sessions a resumable
     job spanned; pauses not counted)."""
-    where = "a GPU" if training.get("device") == "cuda" else f"a CPU, {training.get('threads', 2)} threads"
+    where = training.get("trained_on") or ("a GPU" if training.get("device") == "cuda" else
+                                           f"a CPU, {training.get('threads', 2)} threads")
     line = f"Training took {training['train_seconds'] / 60:.0f} min on {where}"
     if training.get("windows_per_second"):
         line += f" ({training['train_windows']:,} training windows), {training['windows_per_second']} windows/s trained"
