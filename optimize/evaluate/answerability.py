@@ -3,7 +3,9 @@
 SQuAD 2.0 F1 mixes two skills: finding the span (forced-span HasAns F1) and deciding whether to
 answer at all (the span-vs-null margin against the tuned threshold). This reports, per split, the
 ROC AUC of the margin as an answerable/unanswerable classifier and the best F1 any threshold could
-reach *on that split itself* (an upper bound, never used to pick the shipped threshold). Writes
+reach *on that split itself* (an upper bound, never used to pick the shipped threshold), beside the
+everyday set's F1 (from the model's training.json) and one 384-token PyTorch fp32 forward, all models
+timed in one process, so models trained at different times compare side by side. Writes
 reports/qa-answerability.{json,md}.
 """
 from __future__ import annotations
@@ -34,13 +36,21 @@ def run(models: tuple[Path, ...] = (Path("weights/qa-minilm-squad2"), Path("weig
     from models.runners import load_qa_config
     from optimize.evaluate import squad
 
+    import json
+
+    from optimize.prune.sweep_encoder import forward_ms
+
     articles, split = squad.load_articles(), squad.ArticleSplit()
     rows = []
     for weights in models:
         model = AutoModelForQuestionAnswering.from_pretrained(weights, dtype=torch.float32).eval()
         tokenizer, config = AutoTokenizer.from_pretrained(weights), load_qa_config(weights)
+        training = Path(weights) / "training.json"
+        everyday = json.loads(training.read_text()).get("held_out", {}).get("everyday_f1") if training.exists() else None
         for name, indices in (("validation", split.validation), ("test", split.test)):
             rows.append(_diagnose(model, tokenizer, config, weights, name, squad.examples(articles, indices)))
+            rows[-1]["everyday_f1"] = everyday
+            rows[-1]["torch_fp32_384_ms"] = round(forward_ms(model), 1)
             print(rows[-1], flush=True)
     save_rows("qa-answerability", "QA: spans vs answerability (shipped threshold; best-threshold F1 is an upper bound)", rows)
     return rows
