@@ -116,7 +116,8 @@ def main() -> None:
     parser.add_argument("--gap-ms", type=float, default=50.0, help="idle time before every call")
     args = parser.parse_args()
     name = args.preset or default_preset(args.task).name
-    showdown = Showdown(presets={args.task: preset(name)})
+    other = "generation" if args.task == "qa" else "qa"  # the app's UI shows both tasks
+    showdown = Showdown(presets={args.task: preset(name), other: default_preset(other)})
     for variant in args.variant or ["pruned"]:
         for tokens in (args.tokens or [384]) if args.task == "qa" else [0]:
             workload = f"~{tokens} tokens" if args.task == "qa" else "~128-token prompt, 64 new tokens"
