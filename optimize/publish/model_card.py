@@ -126,8 +126,10 @@ def reproduce(training: dict) -> str:
 
 
 def extra_data(training: dict) -> str:
-    extra = training.get("extra_data") or []
-    text = f"; plus every article of {', '.join(extra)} (the official SQuAD 2.0 train set's first 10)" if extra else ""
+    described = {"train-v2.0-first10.json": "the official SQuAD 2.0 train set's first 10 articles",
+                 "train-v1.1.json": "the whole SQuAD 1.1 training set: 442 articles, 87,599 answerable questions"}
+    extra = [f"{name} ({described[name]})" if name in described else name for name in training.get("extra_data") or []]
+    text = f"; plus every article of {'; '.join(extra)}" if extra else ""
     if training.get("negatives_share"):
         text += (f"; {training['negatives_share']:.0%} of answerable questions also paired with another paragraph of "
                  "their article as unanswerable negatives")
