@@ -1,5 +1,6 @@
 #!/bin/bash
-# The full-data QA job (issue 27) on a lent GPU, from the repo root there, with .gpu carried
+# The full-data QA job (issue 27) on a lent GPU (here first: scripts/device_trip.sh untrack), from the
+# repo root there, with .gpu carried
 # (wheels, the SQuAD folders and what the mode needs: see scripts/gpu_qa_full.py).
 #   start:   finish the baseline from the compact checkpoint (.gpu/compact.pt.xz, .gpu/minilm-meta),
 #            start the pruning candidates, bring the baseline back
