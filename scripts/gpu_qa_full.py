@@ -62,10 +62,13 @@ def join(chunks: list[Path], baseline: Path, target: Path) -> None:
     data = b"".join(chunk.read_bytes() for chunk in sorted(chunks))
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         tar.extractall(target, filter="data")
+    word_embeddings = None  # the baseline's, read once for every pruned model that needs them
     for model in target.glob("*/model.safetensors"):
         weights = load_file(model)
         if WORD_EMBEDDINGS not in weights:
-            weights[WORD_EMBEDDINGS] = load_file(baseline / "model.safetensors")[WORD_EMBEDDINGS]
+            if word_embeddings is None:
+                word_embeddings = load_file(baseline / "model.safetensors")[WORD_EMBEDDINGS]
+            weights[WORD_EMBEDDINGS] = word_embeddings
             save_file(weights, model, metadata={"format": "pt"})
 
 

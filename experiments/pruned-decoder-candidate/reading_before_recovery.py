@@ -24,15 +24,12 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from scripts.gpu_distill_generation import block_parameters  # noqa: E402  (the GPU runs' count, the same here)
 
 HERE = Path(__file__).parent
 CUTS = (  # (layers dropped, FFN neurons kept per layer, share of all FFN neurons removed globally)
     (6, 1536, 0.0), (4, 1344, 0.0), (2, 1216, 0.0), (0, 1536, 0.27))
 CANDIDATE = Path("weights/generation-smollm2-pruned-20pct")
-
-
-def block_parameters(model) -> int:
-    return sum(p.numel() for p in model.model.layers.parameters())
 
 
 def main(limit: int | None) -> None:
@@ -41,7 +38,7 @@ def main(limit: int | None) -> None:
     from models.catalog import default_preset
     from models.sources import resolve
     from optimize.evaluate import accuracy, reading, squad
-    from optimize.evaluate.intervals import mean_interval, paired_delta
+    from optimize.evaluate.intervals import mean_interval
     from optimize.prune import decoder
     from optimize.train import recover_decoder as recover
 
@@ -86,10 +83,12 @@ def main(limit: int | None) -> None:
         decoder.prune_with_plan(student, dropped, kept)
         decoder.apply_delta(student, delta)
         rows.append(measured(f"committed candidate: layers {sorted(dropped)} dropped, LoRA-distilled", student))
-    write(rows, len(validation), paired_delta)
+    write(rows, len(validation))
 
 
-def write(rows: list[dict], questions: int, paired_delta) -> None:
+def write(rows: list[dict], questions: int) -> None:
+    from optimize.evaluate.intervals import paired_delta
+
     baseline = rows[0]
     lines = [f"# Reading comprehension of 20 % cuts of SmolLM2 before recovery (validation article, {questions} "
              "answerable questions)", "",

@@ -10,6 +10,7 @@ reports/qa-answerability.{json,md}.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -36,8 +37,6 @@ def run(models: tuple[Path, ...] = (Path("weights/qa-minilm-squad2"), Path("weig
     from models.runners import load_qa_config
     from optimize.evaluate import squad
 
-    import json
-
     from optimize.prune.sweep_encoder import forward_ms
 
     articles, split = squad.load_articles(), squad.ArticleSplit()
@@ -46,11 +45,10 @@ def run(models: tuple[Path, ...] = (Path("weights/qa-minilm-squad2"), Path("weig
         model = AutoModelForQuestionAnswering.from_pretrained(weights, dtype=torch.float32).eval()
         tokenizer, config = AutoTokenizer.from_pretrained(weights), load_qa_config(weights)
         training = Path(weights) / "training.json"
-        everyday = json.loads(training.read_text()).get("held_out", {}).get("everyday_f1") if training.exists() else None
+        shown = {"everyday_f1": json.loads(training.read_text()).get("held_out", {}).get("everyday_f1")
+                 if training.exists() else None, "torch_fp32_384_ms": round(forward_ms(model), 1)}
         for name, indices in (("validation", split.validation), ("test", split.test)):
-            rows.append(_diagnose(model, tokenizer, config, weights, name, squad.examples(articles, indices)))
-            rows[-1]["everyday_f1"] = everyday
-            rows[-1]["torch_fp32_384_ms"] = round(forward_ms(model), 1)
+            rows.append({**_diagnose(model, tokenizer, config, weights, name, squad.examples(articles, indices)), **shown})
             print(rows[-1], flush=True)
     save_rows("qa-answerability", "QA: spans vs answerability (shipped threshold; best-threshold F1 is an upper bound)", rows)
     return rows
