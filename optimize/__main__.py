@@ -28,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--full-data", action="store_true",
                        help="add the whole SQuAD 1.1 training set and tune the threshold on four validation articles "
                             "(squad.WIDE_VALIDATION); the test articles stay the same")
+    train.add_argument("--answerability-stage", action="store_true",
+                       help="a second stage for a --full-data model (with --init-from): the SQuAD 2.0 files only, where "
+                            "the real unanswerable questions are, validated on the same four articles")
     train.add_argument("--batch-size", type=int, default=16)
     train.add_argument("--threads", type=int, default=2)
     train.add_argument("--no-bf16", action="store_true", help="no bf16 autocast even where the CPU has bf16 instructions")
@@ -263,6 +266,9 @@ def _data_options(config, args) -> None:
     if getattr(args, "full_data", False):
         from optimize.evaluate import squad
         config.extra_data, config.split = (squad.TRAIN_HEAD_PATH, squad.SQUAD11_TRAIN_PATH), squad.WIDE_VALIDATION
+    if getattr(args, "answerability_stage", False):
+        from optimize.evaluate import squad
+        config.extra_data, config.split = (squad.TRAIN_HEAD_PATH,), squad.WIDE_VALIDATION
     if getattr(args, "data", None):
         config.data = args.data
 

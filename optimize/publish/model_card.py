@@ -36,7 +36,7 @@ Stored in fp16 (load with `dtype=torch.float32`); `qa_config.json` holds the nul
 
 ## Data and split
 Half of the SQuAD 2.0 dev set (CS224N copy, 16 articles), split **by article**:
-- train ({training['train_windows']} windows): {', '.join(articles['train'])}{extra_data(training)}
+{train_lines(training)}
 - validation (epoch choice and null threshold): {', '.join(articles['validation'])}
 - test (scored once, never trained or tuned on): {', '.join(articles['test'])}
 
@@ -44,7 +44,7 @@ Half of the SQuAD 2.0 dev set (CS224N copy, 16 articles), split **by article**:
 seed {training['seed']}; {training['epochs']} epoch(s) (best: {training['best_epoch']}); batch {training['batch_size']};
 AdamW lr {training['learning_rate']} with linear warm-up and decay; max length 384, document stride 128;
 length-grouped batches with dynamic padding. Null threshold {training['null_threshold']:.3f} (tuned on validation).
-{throughput(training)}
+{stage_throughputs(training)}
 
 ## Held-out scores (test articles, {int(test['overall_total'])} questions), two ways
 Answers are spans of at most {max_answer} tokens, as in transformers' question-answering pipeline
@@ -69,6 +69,29 @@ Per-epoch validation history: {json.dumps(training['history'])}
 ```
 """
     return ModelCard(content)
+
+
+def stages(training: dict) -> list[dict]:
+    """The training runs behind these weights, first stage first (a second stage's training.json
+    nests the first's under "stages")."""
+    chain = [training]
+    while (chain[-1].get("stages") or [None])[0].__class__ is dict:
+        chain.append(chain[-1]["stages"][0])
+    return chain[::-1]
+
+
+def train_lines(training: dict) -> str:
+    chain = stages(training)
+    label = (lambda index: f"train, stage {index}") if len(chain) > 1 else (lambda index: "train")
+    return "\n".join(f"- {label(index)} ({stage['train_windows']} windows): {', '.join(stage['articles']['train'])}"
+                     f"{extra_data(stage)}" for index, stage in enumerate(chain, start=1))
+
+
+def stage_throughputs(training: dict) -> str:
+    chain = stages(training)
+    if len(chain) == 1:
+        return throughput(training)
+    return "\n".join(f"Stage {index}: {throughput(stage)}" for index, stage in enumerate(chain, start=1))
 
 
 def throughput(training: dict) -> str:
@@ -96,6 +119,8 @@ def command(training: dict, init_from: str | None = None, output: str | None = N
              f"--null-fraction {training.get('null_fraction', 0.5)}"]
     if training.get("answerability_weight"):
         parts.append(f"--answerability-weight {training['answerability_weight']}")
+    if training.get("batch_size", 16) != 16:
+        parts.append(f"--batch-size {training['batch_size']}")
     if init_from:
         parts.append(f"--init-from {init_from}")
     if output:
@@ -110,19 +135,26 @@ def reproduce(training: dict) -> str:
         return (f"python -m optimize prune --task qa --heads-kept {prune['heads_kept']} --ffn-kept {prune['ffn_kept']} "
                 f"--qa-layers-dropped {prune.get('layers_dropped', 0)} "
                 f"--epochs {training['epochs']} --learning-rate {training['learning_rate']}")
-    chain = [training]
-    while (chain[-1].get("stages") or [None])[0].__class__ is dict:
-        chain.append(chain[-1]["stages"][0])
-    chain.reverse()
+    chain = stages(training)
     lines = []
     for index, stage in enumerate(chain, start=1):
         previous = f"runs/qa-stage{index - 1}" if index > 1 else None
         output = f"runs/qa-stage{index}" if index < len(chain) else None
-        extras = "" if stage.get("extra_data") else " --no-extra-data"
+        extras = data_flags(stage)
         extras += f" --negatives-share {stage.get('negatives_share', 0.0)}"
         lines += [f"# stage {index} (test F1 {stage['test']['overall_f1']:.1f}, HasAns {stage['test']['HasAns_f1']:.1f})",
                   command(stage, init_from=previous, output=output) + extras]
     return "\n".join(lines[1:] if len(chain) == 1 else lines)
+
+
+def data_flags(training: dict) -> str:
+    """train-qa's data options that give this run's training files and split."""
+    extra, wide = training.get("extra_data") or [], training.get("split", {}).get("validation") == [9, 10, 11, 12]
+    if "train-v1.1.json" in extra:
+        return " --full-data"
+    if wide:
+        return " --answerability-stage"
+    return "" if extra else " --no-extra-data"
 
 
 def extra_data(training: dict) -> str:

@@ -1,0 +1,28 @@
+"""The QA model card says how a two-stage baseline was made: each stage's data and a command per stage."""
+import json
+
+from optimize.publish.model_card import qa_card
+
+
+def stage(extra_data, validation_articles, windows, learning_rate, overall_f1, **more) -> dict:
+    return {"train_windows": windows, "articles": {"train": ["Normans"], "validation": ["Immune_system"], "test": ["Force"]},
+            "extra_data": extra_data, "negatives_share": 0.3, "split": {"train": [0], "validation": validation_articles, "test": [13]},
+            "seed": 42, "epochs": 1, "best_epoch": 1, "batch_size": 32, "learning_rate": learning_rate,
+            "answerable_first_epochs": 0, "null_fraction": 1.0, "answerability_weight": 1.0, "train_seconds": 600,
+            "test": {"overall_f1": overall_f1, "HasAns_f1": 40.0, "overall_exact": 50.0, "HasAns_exact": 30.0,
+                     "NoAns_exact": 70.0, "NoAns_f1": 70.0, "overall_total": 100, "HasAns_total": 50, "NoAns_total": 50},
+            "history": [], "null_threshold": 1.0, **more}
+
+
+def test_a_second_stage_card_names_both_stages_data_and_commands(tmp_path):
+    first = stage(["train-v2.0-first10.json", "train-v1.1.json"], [9, 10, 11, 12], 119005, 1e-4, 57.0)
+    second = stage(["train-v2.0-first10.json"], [9, 10, 11, 12], 10028, 3e-5, 57.7, stages=[first],
+                   validation={"overall_f1": 66.5}, test_forced_span={"HasAns_exact": 70.0, "HasAns_f1": 80.1})
+    (tmp_path / "training.json").write_text(json.dumps(second))
+    card = qa_card(tmp_path).content
+    assert "train, stage 1 (119005 windows)" in card and "the whole SQuAD 1.1 training set" in card
+    assert "train, stage 2 (10028 windows)" in card
+    commands = [line for line in card.splitlines() if line.startswith("python -m optimize train-qa")]
+    assert len(commands) == 2
+    assert "--full-data" in commands[0] and "--batch-size 32" in commands[0] and "--output runs/qa-stage1" in commands[0]
+    assert "--answerability-stage" in commands[1] and "--init-from runs/qa-stage1" in commands[1]
