@@ -263,11 +263,11 @@ def _data_options(config, args) -> None:
     """--no-bf16, --full-data and --data (where the stage has them): train-qa, prune and sweep-qa."""
     if getattr(args, "no_bf16", False):
         config.bf16 = False
+    from optimize.evaluate import squad
+
     if getattr(args, "full_data", False):
-        from optimize.evaluate import squad
         config.extra_data, config.split = (squad.TRAIN_HEAD_PATH, squad.SQUAD11_TRAIN_PATH), squad.WIDE_VALIDATION
     if getattr(args, "answerability_stage", False):
-        from optimize.evaluate import squad
         config.extra_data, config.split = (squad.TRAIN_HEAD_PATH,), squad.WIDE_VALIDATION
     if getattr(args, "data", None):
         config.data = args.data

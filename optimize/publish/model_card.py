@@ -75,7 +75,7 @@ def stages(training: dict) -> list[dict]:
     """The training runs behind these weights, first stage first (a second stage's training.json
     nests the first's under "stages")."""
     chain = [training]
-    while (chain[-1].get("stages") or [None])[0].__class__ is dict:
+    while isinstance((chain[-1].get("stages") or [None])[0], dict):
         chain.append(chain[-1]["stages"][0])
     return chain[::-1]
 
