@@ -179,7 +179,8 @@ def markdown_table(rows: list[dict]) -> list[str]:
 
 def machine_label(machine: dict, created: str) -> str:
     """Where and when a table was measured: numbers from another machine say little about this one."""
-    return (f"{machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, {machine.get('threads', '?')} threads; "
+    isa = f" ({machine['isa']})" if machine.get("isa") else ""
+    return (f"{machine.get('cpu', '?')}{isa}, {machine.get('cores', '?')} cores, {machine.get('threads', '?')} threads; "
             f"measured {created or 'on an unrecorded date'}")
 
 

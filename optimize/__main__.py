@@ -24,6 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--init-from", type=Path, help="continue from these weights (a second stage)")
     train.add_argument("--negatives-share", type=float, default=0.3,
                        help="share of answerable questions also paired with another paragraph of their article (unanswerable)")
+    train.add_argument("--removed-answer-share", type=float, default=0.0,
+                       help="share of answerable questions also asked of their paragraph with the answer's sentences "
+                            "taken out (unanswerable, on topic)")
     train.add_argument("--no-extra-data", action="store_true", help="train on the dev file's training articles only")
     train.add_argument("--full-data", action="store_true",
                        help="add the whole SQuAD 1.1 training set and tune the threshold on four validation articles "
@@ -143,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         config = TrainConfig(output=args.output, epochs=args.epochs, learning_rate=args.learning_rate, seed=args.seed,
                              answerable_first_epochs=args.answerable_first_epochs, null_fraction=args.null_fraction,
                              init_from=args.init_from, answerability_weight=args.answerability_weight,
-                             negatives_share=args.negatives_share, batch_size=args.batch_size, threads=args.threads)
+                             negatives_share=args.negatives_share, removed_answer_share=args.removed_answer_share,
+                             batch_size=args.batch_size, threads=args.threads)
         if args.no_extra_data:
             config.extra_data = ()
         _data_options(config, args)

@@ -23,3 +23,9 @@ def has_bf16() -> bool:
 def has_vnni() -> bool:
     """Without VNNI, u8×s8 products can saturate: ONNX Runtime's advice is reduce_range (7-bit weights)."""
     return bool({"avx512_vnni", "avx_vnni", "amx_int8"} & cpu_flags())
+
+
+def isa() -> str:
+    """The CPU class INT8 kernels (and so speedups and quantized rungs) depend on: avx512 / avx2, with -vnni."""
+    return ("avx512" if "avx512f" in cpu_flags() else "avx2" if "avx2" in cpu_flags() else "other") + (
+        "-vnni" if has_vnni() else "")

@@ -31,6 +31,19 @@ def test_other_paragraph_negatives_pair_a_question_with_text_of_its_article_that
     assert all(not n.answers and n.id.endswith("-neg") for n in negatives)
 
 
+def test_removed_answer_negatives_keep_the_paragraph_without_the_sentences_that_answer():
+    context = ("The first little pig built a house of straw. The second little pig built with sticks. "
+               "The third pig used bricks. The wolf came at night.")
+    data = [squad.Example("a", "pigs", context, "Who used sticks?", ("The second little pig",), (45,)),
+            squad.Example("b", "pigs", "Bricks are strong. So are stones.", "What is strong?", ("Bricks",), (0,)),
+            squad.Example("c", "pigs", context, "Who was afraid?", (), ())]
+    negatives = squad.removed_answer_negatives(data, share=1.0, seed=0)
+    assert [(n.id, n.question, n.context, n.answers) for n in negatives] == [
+        ("a-removed", "Who used sticks?",
+         "The first little pig built a house of straw. The third pig used bricks. The wolf came at night.", ())]
+    # "b" keeps one sentence only (too little to be a paragraph); "c" has no answer to remove
+
+
 @requires_squad()
 @pytest.mark.skipif(not squad.TRAIN_HEAD_PATH.exists(), reason="../shared/data/squad-v2-train-head is absent")
 def test_training_never_sees_the_held_out_articles_or_the_everyday_texts():

@@ -112,6 +112,34 @@ def other_paragraph_negatives(data: list[Example], share: float, seed: int) -> l
     return out
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+
+
+def removed_answer_negatives(data: list[Example], share: float, seed: int) -> list[Example]:
+    """Unanswerable examples made from answerable ones: the question asked of its own paragraph with
+    the sentences that hold its answers taken out. The rest of the paragraph stays on topic and
+    usually still names the question's entities, which is what makes SQuAD 2.0's written negatives
+    hard (another paragraph of the article, the other kind of negative, seldom does)."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for example in data:
+        if not example.answers or rng.random() >= share:
+            continue
+        bounds = [0] + [m.end() for m in _SENTENCE_END.finditer(example.context)] + [len(example.context)]
+        sentences = [(start, end) for start, end in zip(bounds, bounds[1:]) if start < end]
+        spans = [(s, s + len(a)) for s, a in zip(example.answer_starts, example.answers)]
+        kept = [example.context[start:end].strip() for start, end in sentences
+                if not any(start < span_end and span_start < end for span_start, span_end in spans)]
+        context = " ".join(kept)
+        if len(kept) < 2 or any(a.lower() in context.lower() for a in example.answers):
+            continue
+        out.append(Example(id=f"{example.id}-removed", article=example.article, context=context,
+                           question=example.question, answers=(), answer_starts=()))
+    return out
+
+
 # --- official SQuAD 2.0 metric (normalisation as in evaluate-v2.0.py) ---
 def normalize_answer(text: str) -> str:
     text = text.lower()

@@ -169,6 +169,8 @@ def reproduce(training: dict) -> str:
             continue
         extras = data_flags(stage)
         extras += f" --negatives-share {stage.get('negatives_share', 0.0)}"
+        if stage.get("removed_answer_share"):
+            extras += f" --removed-answer-share {stage['removed_answer_share']}"
         lines += [f"# stage {index} (test F1 {stage['test']['overall_f1']:.1f}, HasAns {stage['test']['HasAns_f1']:.1f})",
                   command(stage, init_from=previous, output=output) + extras]
     return "\n".join(lines[1:] if len(chain) == 1 else lines)
@@ -192,6 +194,9 @@ def extra_data(training: dict) -> str:
     if training.get("negatives_share"):
         text += (f"; {training['negatives_share']:.0%} of answerable questions also paired with another paragraph of "
                  "their article as unanswerable negatives")
+    if training.get("removed_answer_share"):
+        text += (f"; {training['removed_answer_share']:.0%} of answerable questions also asked of their paragraph with "
+                 "the answer's sentences taken out, as unanswerable negatives")
     return text
 
 

@@ -25,6 +25,7 @@ from models.reports import Report, Row
 from models.runners import cpu_threads
 from models.showdown import SEED_CONTEXT_LONG, Showdown
 from models.timing import percentile, timed_rounds
+from optimize.cpu import isa
 
 log = logging.getLogger("optimize.publish.report")
 QA_QUESTION = "Who worked a little bit harder?"
@@ -51,7 +52,7 @@ def machine() -> dict:
                 break
     except OSError:
         pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "threads": cpu_threads(), "versions": versions()}
+    return {"cpu": cpu, "isa": isa(), "cores": os.cpu_count(), "threads": cpu_threads(), "versions": versions()}
 
 
 def qa_context(tokenizer, tokens: int) -> str:

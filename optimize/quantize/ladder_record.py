@@ -13,7 +13,7 @@ import json
 from datetime import date
 from pathlib import Path
 
-from optimize.cpu import cpu_flags, has_vnni
+from optimize.cpu import isa
 
 RECORD = Path(__file__).with_name("ladder_record.json")
 
@@ -23,12 +23,6 @@ def record_path(preset_name: str, committed: Path = RECORD, user_file: str = "la
     from models.catalog import PRESETS, artifacts_root
 
     return committed if preset_name in {p.name for p in PRESETS} else artifacts_root() / user_file
-
-
-def isa() -> str:
-    """The CPU class the quantized kernels are chosen by."""
-    return ("avx512" if "avx512f" in cpu_flags() else "avx2" if "avx2" in cpu_flags() else "other") + (
-        "-vnni" if has_vnni() else "")
 
 
 def _key(preset_name: str, variant_name: str) -> str:

@@ -44,6 +44,7 @@ class TrainConfig:
     # extra training files, every article of them trains (the dev file's validation/test articles never do)
     extra_data: tuple[Path, ...] = (squad.TRAIN_HEAD_PATH,)
     negatives_share: float = 0.3  # answerable questions also paired with another paragraph of their article
+    removed_answer_share: float = 0.0  # answerable questions also asked of their paragraph without the answer's sentences
     epochs: int = 3
     batch_size: int = 16
     learning_rate: float = 1e-4
@@ -82,7 +83,7 @@ def answerability_loss(outputs, batch: dict[str, torch.Tensor]) -> torch.Tensor:
 
 
 def training_examples(config: TrainConfig, articles: list[dict]) -> list[squad.Example]:
-    """The dev file's training articles, the extra files, and other-paragraph negatives. A question
+    """The dev file's training articles, the extra files, other-paragraph and removed-answer negatives. A question
     asked of the same paragraph in two files counts once (SQuAD 1.1's first 10 training articles
     are the SQuAD 2.0 training head's, which adds unanswerable questions to them)."""
     data = squad.examples(articles, config.split.train)
@@ -94,7 +95,8 @@ def training_examples(config: TrainConfig, articles: list[dict]) -> list[squad.E
         if (example.context, example.question) not in seen:
             seen.add((example.context, example.question))
             unique.append(example)
-    return unique + squad.other_paragraph_negatives(unique, config.negatives_share, config.seed)
+    return (unique + squad.other_paragraph_negatives(unique, config.negatives_share, config.seed)
+            + squad.removed_answer_negatives(unique, config.removed_answer_share, config.seed))
 
 
 def validation_score(metrics: dict, forced_metrics: dict) -> float:
@@ -177,6 +179,7 @@ def finish(model_dir: Path, tokenizer, config: TrainConfig, best: dict, history:
         **extra, "data": str(config.data.name), "split": asdict(config.split),
         "articles": {name: [articles[i]["title"] for i in getattr(config.split, name)] for name in ("train", "validation", "test")},
         "extra_data": [p.name for p in config.extra_data], "negatives_share": config.negatives_share,
+        "removed_answer_share": config.removed_answer_share,
         "seed": config.seed, "epochs": config.epochs, "best_epoch": best["epoch"],
         "batch_size": config.batch_size, "learning_rate": config.learning_rate, "history": history,
         "validation": {k: round(v, 2) for k, v in best["metrics"].items()},
