@@ -113,8 +113,8 @@ class Report:
         table = self.table()
         if not table:
             return f"No variants measured for {self.task}."
-        lines = [f"**{self.task}** — {self.preset}; {self.workload}; {self.machine.get('cpu', '?')}, "
-                 f"{self.machine.get('threads', '?')} threads; {self.created}", "", *markdown_table(table)]
+        lines = [f"**{self.task}** — {self.preset}; {self.workload}; {machine_label(self.machine, self.created)}", "",
+                 *markdown_table(table)]
         if lengths := self.length_table():
             lines += ["", "Latency by context length (p50, speedup over the baseline at the same length):", "",
                       *markdown_table(lengths)]
