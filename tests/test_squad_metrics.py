@@ -1,3 +1,5 @@
+import json
+
 from optimize.evaluate import squad
 
 
@@ -42,3 +44,17 @@ def test_answerability_auc_counts_ranks_and_ties():
     assert roc_auc([1.0, 2.0], [3.0, 4.0]) == 0.0
     assert roc_auc([1.0, 1.0], [1.0]) == 0.5
     assert roc_auc([2.0, 0.0], [1.0]) == 0.5
+
+
+def test_variants_tune_their_threshold_on_four_articles_unless_their_source_trained_on_them(tmp_path):
+    """One article (364 questions) decided a threshold that did not transfer; a source trained on
+    the wider validation articles keeps its own split, so that no threshold is tuned on training data."""
+    from optimize.evaluate.accuracy import threshold_split
+
+    assert threshold_split(tmp_path) == squad.WIDE_VALIDATION  # a Hub model: no training record
+    (tmp_path / "training.json").write_text(json.dumps({"split": {"train": list(range(12)), "validation": [12],
+                                                                  "test": [13, 14, 15]}}))
+    assert threshold_split(tmp_path).validation == (12,)
+    (tmp_path / "training.json").write_text(json.dumps({"split": {"train": list(range(9)), "validation": [9, 10, 11, 12],
+                                                                  "test": [13, 14, 15]}}))
+    assert threshold_split(tmp_path) == squad.WIDE_VALIDATION

@@ -1,7 +1,7 @@
 """Accuracy of a variant, measured the same way for every variant.
 
 QA: SQuAD 2.0 EM/F1 on the held-out articles with the null threshold the variant tunes on the
-validation article, forced-span EM/F1 on their answerable questions, F1 on the everyday set, and
+four validation articles (`threshold_split`), forced-span EM/F1 on their answerable questions, F1 on the everyday set, and
 the share of answerable questions where the variant picks the same span as its source. Generation: teacher-forced
 greedy next-token agreement with the source on the source's own greedy continuations of held-out
 prompts, perplexity on held-out Wikipedia paragraphs (SQuAD test articles), and for an ONNX export
@@ -268,6 +268,19 @@ def content_key(value) -> str:
     return hashlib.sha256(json.dumps(value).encode()).hexdigest()[:12]
 
 
+def threshold_split(source: Path) -> squad.ArticleSplit:
+    """Where a QA variant tunes its null threshold: the four articles before the test ones (1,563
+    questions, as the default models' training does; one article of 364 decided a threshold that
+    did not transfer), unless its source trained on some of them: then its training's own split."""
+    import json
+
+    training = Path(source) / "training.json"
+    split = json.loads(training.read_text()).get("split") if training.exists() else None
+    if split and set(split["train"]) & set(squad.WIDE_VALIDATION.validation):
+        return squad.ArticleSplit(tuple(split["train"]), tuple(split["validation"]), tuple(split["test"]))
+    return squad.WIDE_VALIDATION
+
+
 REFERENCE_RECORD = Path(__file__).with_name("reference_record")
 
 
@@ -314,8 +327,10 @@ def measure(preset: Preset, directory: Path, variant_name: str, reference: Path,
     if not squad.DEFAULT_SQUAD_PATH.exists():  # HeldOut.load reads it once
         log.warning("SQuAD data not found at %s: accuracy not measured", squad.DEFAULT_SQUAD_PATH)
         return {"note": "SQuAD data not found: accuracy not measured"}
-    held_out = HeldOut.load()
-    reference_metrics = reference_cache(reference, f"qa-per-question-{_everyday_key()}", lambda: qa_accuracy(load_reference(), held_out))
+    split = threshold_split(reference)
+    held_out = HeldOut.load(split=split)
+    reference_metrics = reference_cache(reference, f"qa-per-question-{_everyday_key()}-v{''.join(map(str, split.validation))}",
+                                        lambda: qa_accuracy(load_reference(), held_out))
     spans = reference_metrics["_spans"]
     guard = (AgreementGuard(len(spans), Gates().exact_agreement_pct, "answerable questions")
              if stop_below_gate and exact else None)

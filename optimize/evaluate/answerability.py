@@ -37,11 +37,13 @@ def run(models: tuple[Path, ...] = (Path("weights/qa-minilm-squad2"), Path("weig
     from models.runners import load_qa_config
     from optimize.evaluate import squad
 
+    from optimize.evaluate.accuracy import threshold_split
     from optimize.prune.sweep_encoder import forward_ms
 
-    articles, split = squad.load_articles(), squad.ArticleSplit()
+    articles = squad.load_articles()
     rows = []
     for weights in models:
+        split = threshold_split(weights)  # the validation articles its threshold was tuned on
         model = AutoModelForQuestionAnswering.from_pretrained(weights, dtype=torch.float32).eval()
         tokenizer, config = AutoTokenizer.from_pretrained(weights), load_qa_config(weights)
         training = Path(weights) / "training.json"

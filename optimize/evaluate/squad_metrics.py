@@ -64,7 +64,7 @@ def evaluate_model(model, tokenizer, data, config: QAConfig, threshold: float | 
 
 @dataclass(frozen=True)
 class HeldOut:
-    """What a QA variant is measured on: the test articles, the validation article its null
+    """What a QA variant is measured on: the test articles, the validation articles its null
     threshold is tuned on, and the hand-written everyday set. None of them is ever trained on."""
 
     test: list[squad.Example]
@@ -81,7 +81,7 @@ class HeldOut:
 def measure(forward: Forward, tokenizer, config: QAConfig, held_out: HeldOut,
             on_test_span: Callable[[squad.Example, str], None] | None = None) -> dict:
     """Both ways, on held-out articles: SQuAD 2.0 EM/F1 (overall, HasAns, NoAns) with the null
-    threshold this variant tunes on the validation article, and SQuAD 1.1-style forced-span EM/F1
+    threshold this variant tunes on the validation articles, and SQuAD 1.1-style forced-span EM/F1
     on the answerable questions; F1 both ways on the everyday set. `_spans` (test, forced) are for
     span agreement with a source, `_f1` / `_forced_f1` for intervals on a delta; none is stored. The test articles are predicted first, so
     that `on_test_span` (an agreement gate) can stop a hopeless export before the rest is spent."""

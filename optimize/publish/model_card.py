@@ -121,6 +121,8 @@ def command(training: dict, init_from: str | None = None, output: str | None = N
         parts.append(f"--answerability-weight {training['answerability_weight']}")
     if training.get("batch_size", 16) != 16:
         parts.append(f"--batch-size {training['batch_size']}")
+    if training.get("bf16_autocast") is False and training.get("device") == "cpu":
+        parts.append("--no-bf16")  # trained in fp32: a bf16 CPU would otherwise autocast
     if init_from:
         parts.append(f"--init-from {init_from}")
     if output:
