@@ -54,8 +54,28 @@ def test_a_qa_only_run_keeps_the_generation_rows_of_the_previous_run_and_says_wh
     assert note == "generation rows carried from the run of 2026-01-01 10:00 UTC"
     assert ratios(now.results)["qa384_vs_pipeline_fp32"] == 4.5  # QA from this run
     assert ratios(now.results)["generation_vs_pytorch_fp32"] == 5.0  # generation carried whole
-    assert now.memory == {"bandwidth_gbs": 40.0}  # the QA F1s of the old run are not carried
+    assert now.memory == {"bandwidth_gbs": 40.0, "measured": {"generation": "2026-01-01 10:00 UTC"}}  # not the QA F1s
     assert carry_other_tasks(now, ("qa", "generation"), tmp_path / "bench.json") == ""
+
+
+def test_rows_carried_twice_keep_where_and_when_they_were_measured(tmp_path):
+    """A generation-only run after a QA-only run: the QA rows are dated by the run that measured them."""
+    import json
+    from dataclasses import asdict
+
+    from optimize.bench.tables import carry_other_tasks
+
+    first = Bench(machine={"cpu": "AMD EPYC", "isa": "avx2"}, config={}, results=results(), created="2026-01-01 10:00 UTC")
+    (tmp_path / "bench.json").write_text(json.dumps(asdict(first)))
+    qa_only = Bench(machine={"cpu": "AMD EPYC", "isa": "avx512-vnni"}, config={},
+                    results=[r for r in results() if r.workload.startswith("QA")], created="2026-01-02 10:00 UTC")
+    assert carry_other_tasks(qa_only, ("qa",), tmp_path / "bench.json") == \
+        "generation rows carried from the run of 2026-01-01 10:00 UTC on AMD EPYC (avx2)"
+    (tmp_path / "bench.json").write_text(json.dumps(asdict(qa_only)))
+    generation_only = Bench(machine={}, config={}, results=[r for r in results() if r.workload.startswith("generation")],
+                            created="2026-01-03 10:00 UTC")
+    assert carry_other_tasks(generation_only, ("generation",), tmp_path / "bench.json") == \
+        "qa rows carried from the run of 2026-01-02 10:00 UTC on AMD EPYC (avx512-vnni)"
 
 
 def test_optimized_is_compared_with_llama_cpp_on_decode_overall_and_first_token():

@@ -204,11 +204,15 @@ def markdown(bench: Bench) -> str:
 def carry_other_tasks(bench: Bench, tasks: tuple[str, ...], previous_path: Path) -> str:
     """A run of one task keeps the other task's rows from the previous bench.json, so the table
     stays whole; each task's ratios still come from rows measured side by side in one run, and
-    the carried rows say when they were measured."""
+    the carried rows say when and on which CPU they were measured (rows carried twice keep their
+    first origin, not the run that carried them)."""
     skipped = [task for task in ("qa", "generation") if task not in tasks]
     if not skipped or not previous_path.exists():
         return ""
     previous = json.loads(previous_path.read_text())
+    machine = previous.get("machine") or {}
+    here = previous.get("created", "?") + (f" on {machine.get('cpu', '?')} ({machine['isa']})" if machine.get("isa") else "")
+    origin = {task: previous.get("memory", {}).get("measured", {}).get(task, here) for task in skipped}
     prefixes = tuple("QA" if task == "qa" else "generation" for task in skipped)
     kept = [Result(**r) for r in previous["results"] if r["workload"].startswith(prefixes)]
     bench.results += kept
@@ -216,4 +220,7 @@ def carry_other_tasks(bench: Bench, tasks: tuple[str, ...], previous_path: Path)
                                                                                 "http_api_overhead_p50_ms", "gradio_client_floor_p50_ms"):
         if key in previous.get("memory", {}):
             bench.memory[key] = previous["memory"][key]
-    return f"{', '.join(skipped)} rows carried from the run of {previous.get('created', '?')}" if kept else ""
+    if not kept:
+        return ""
+    bench.memory["measured"] = origin
+    return "; ".join(f"{task} rows carried from the run of {origin[task]}" for task in skipped)
