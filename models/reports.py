@@ -177,10 +177,14 @@ def markdown_table(rows: list[dict]) -> list[str]:
             *("| " + " | ".join(str(r[h]) for h in header) + " |" for r in rows)]
 
 
+def cpu_label(machine: dict) -> str:
+    """The CPU and its instruction-set class ("AMD EPYC (avx2)"): INT8 and 4-bit speedups depend on it."""
+    return f"{machine.get('cpu', '?')}" + (f" ({machine['isa']})" if machine.get("isa") else "")
+
+
 def machine_label(machine: dict, created: str) -> str:
     """Where and when a table was measured: numbers from another machine say little about this one."""
-    isa = f" ({machine['isa']})" if machine.get("isa") else ""
-    return (f"{machine.get('cpu', '?')}{isa}, {machine.get('cores', '?')} cores, {machine.get('threads', '?')} threads; "
+    return (f"{cpu_label(machine)}, {machine.get('cores', '?')} cores, {machine.get('threads', '?')} threads; "
             f"measured {created or 'on an unrecorded date'}")
 
 

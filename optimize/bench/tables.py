@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from models.reports import cpu_label
+
 log = logging.getLogger(__name__)
 
 
@@ -145,7 +147,7 @@ def compared(results: list[Result]) -> str:
 def markdown(bench: Bench) -> str:
     m = bench.machine
     lines = [f"### Benchmark — {bench.created}" + (f" ({bench.memory['carried']})" if bench.memory.get("carried") else ""), "",
-             f"{m.get('cpu')}{' (' + m['isa'] + ')' if m.get('isa') else ''}, {m.get('cores')} cores, {m.get('threads')} threads; "
+             f"{cpu_label(m)}, {m.get('cores')} cores, {m.get('threads')} threads; "
              + ", ".join(f"{k} {v}" for k, v in m.get("versions", {}).items()), "",
              "| workload | contender | p50 (ms) | p95 (ms) | tokens/s overall | decode tokens/s | TTFT (ms) "
              "| answer / notes |",
@@ -211,7 +213,7 @@ def carry_other_tasks(bench: Bench, tasks: tuple[str, ...], previous_path: Path)
         return ""
     previous = json.loads(previous_path.read_text())
     machine = previous.get("machine") or {}
-    here = previous.get("created", "?") + (f" on {machine.get('cpu', '?')} ({machine['isa']})" if machine.get("isa") else "")
+    here = previous.get("created", "?") + (f" on {cpu_label(machine)}" if machine else "")
     origin = {task: previous.get("memory", {}).get("measured", {}).get(task, here) for task in skipped}
     prefixes = tuple("QA" if task == "qa" else "generation" for task in skipped)
     kept = [Result(**r) for r in previous["results"] if r["workload"].startswith(prefixes)]
