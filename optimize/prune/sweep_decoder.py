@@ -6,8 +6,8 @@ baseline's answers to training prompts): greedy next-token agreement with the ba
 baseline's answers to 64 training prompts kept out of the neuron ranking ("validation", where the
 default is chosen) and on the held-out prompts (the gate's), perplexity ratio on held-out Wikipedia, and
 PyTorch fp32 greedy tokens/s (all configs in one process). This is the damage recovery has to
-repair. (The default 2 % model was chosen under the former 85 % agreement gate; pruned decoders
-are now gated on perplexity and the instruction set, see docs/gpu-runs.md for recovered cuts.)
+repair. (Pruned decoders are gated on perplexity and reading comprehension after recovery; the
+default 6-layer cut and the recovered alternatives are in docs/gpu-runs.md.)
 Writes reports/pruning-sweep-generation.{json,md}.
 """
 from __future__ import annotations

@@ -8,10 +8,10 @@ model (optimize/instruction_set.json): tests/test_prune.py checks both. Question
 *training* articles are added by `prompts()`.
 
 Until 2026-11-23 `prompts()` drew on every topic, seven of which share a word with eight prompts of
-the instruction set ("recycling", "tea", "the moon landing", "the human heart", ...). The committed
-recovery deltas were distilled on those; measured afterwards, the 2 % `pruned` model passes 6 of the
-8 overlapping prompts where the baseline passes 7, and without them it scores 34/52 against the
-baseline's 32/52, so they did not lift its gated score (README, *Known gaps*).
+the instruction set ("recycling", "tea", "the moon landing", "the human heart", ...). The recovery
+deltas committed then were distilled on those; measured afterwards, the 2 % `pruned` model of that
+time passed 6 of the 8 overlapping prompts where the baseline passes 7, so they did not lift its
+score. The default `pruned` since 2026-11-26 was distilled without them (scripts/gpu_reading_distill.py).
 """
 from __future__ import annotations
 
