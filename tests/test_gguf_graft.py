@@ -98,6 +98,22 @@ def test_pruned_rows_and_blocks_keep_the_gguf_codes_and_moved_weights_are_requan
     assert np.all(np.abs(rounded.dequantize() - retrained) <= step / 2 + 1e-6)
 
 
+def test_weights_off_the_grid_go_through_the_given_requantizer(grid_llama, fp32_graph, tmp_path):
+    """The rounding of moved weights is pluggable (experiments/gguf-requantize: GPTQ): every weight the
+    grid does not reproduce is handed to it once, with its transformers names, and what it returns ships."""
+    grafted = tmp_path / "grafted"
+    shutil.copytree(fp32_graph.parent, grafted)
+    handed = []
+
+    def requantize(names, fp32):
+        handed.append(names)
+        return gguf_grid.quantize_q4_1("+".join(names), fp32)
+
+    counts = gguf_graft.graft(grafted / fp32_graph.name, {}, accuracy_level=0, requantize=requantize)
+    assert handed and counts["re-quantized Q4_1"] == len(handed) == len(set(handed))
+    assert ("model.layers.0.mlp.down_proj.weight",) in handed
+
+
 def test_a_decoder_from_a_gguf_starts_its_ladder_with_the_gguf_recipe(generation_preset):
     """Generation variants that descend from a GGUF try `gguf-q4-int8` first (int8 compute, lossy),
     then `gguf-q4` (fp32 compute), then the INT8 ladder; other decoders keep the INT8 ladder; `--recipe gguf-q4` on a non-GGUF source is refused."""
