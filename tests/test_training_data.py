@@ -44,6 +44,21 @@ def test_removed_answer_negatives_keep_the_paragraph_without_the_sentences_that_
     # "b" keeps one sentence only (too little to be a paragraph); "c" has no answer to remove
 
 
+def test_swapped_name_negatives_ask_about_a_name_from_another_article_that_the_paragraph_lacks():
+    context = "Warsaw is the capital of Poland. The Vistula River flows through Warsaw."
+    data = [squad.Example("a", "warsaw", context, "What river flows through Warsaw?", ("The Vistula River",), (33,)),
+            squad.Example("b", "warsaw", context, "Which country has Warsaw as its capital?", ("Poland",), (25,)),
+            squad.Example("c", "pigs", "The wolf ate Pork at Lunch.", "What did the wolf eat at Lunch?", ("Pork",), (13,)),
+            squad.Example("d", "pigs", "The wolf ate.", "Who ate?", (), ())]
+    assert squad.question_names("What river flows through Warsaw?") == ["Warsaw"]
+    negatives = {n.id: n for n in squad.swapped_name_negatives(data, share=1.0, seed=0)}
+    assert set(negatives) == {"a-swapped", "b-swapped", "c-swapped"}  # "d" has no answer
+    assert negatives["a-swapped"].question == "What river flows through Lunch?"
+    assert negatives["c-swapped"].question == "What did the wolf eat at Warsaw?"
+    for negative in negatives.values():
+        assert not negative.answers and negative.context == data[ord(negative.id[0]) - ord("a")].context
+
+
 @requires_squad()
 @pytest.mark.skipif(not squad.TRAIN_HEAD_PATH.exists(), reason="../shared/data/squad-v2-train-head is absent")
 def test_training_never_sees_the_held_out_articles_or_the_everyday_texts():

@@ -140,6 +140,45 @@ def removed_answer_negatives(data: list[Example], share: float, seed: int) -> li
     return out
 
 
+_NAME = re.compile(r"(?<!^)(?<![.?!] )\b[A-Z][\w'-]+(?:\s+(?:of\s+|the\s+|de\s+)?[A-Z][\w'-]+)*")
+
+
+def question_names(question: str) -> list[str]:
+    """Capitalised spans of a question, the first word excepted ("What", "When", ...)."""
+    return [m.group(0) for m in _NAME.finditer(question)]
+
+
+def swapped_name_negatives(data: list[Example], share: float, seed: int) -> list[Example]:
+    """Unanswerable examples made from answerable ones: a name in the question that its paragraph
+    contains, replaced by a name from another article's questions that the paragraph does not
+    contain. SQuAD 2.0's written negatives are often of this kind (an entity swapped for a plausible
+    one): the rest of the question still matches the paragraph word for word, and only the name says
+    the answer is not there."""
+    import random
+
+    rng = random.Random(seed)
+    names_by_article: dict[str, set[str]] = collections.defaultdict(set)
+    for example in data:
+        names_by_article[example.article].update(question_names(example.question))
+    pool = sorted((name, article) for article, names in names_by_article.items() for name in names)
+    out = []
+    for example in data:
+        if not example.answers or not pool or rng.random() >= share:
+            continue
+        answers = " ".join(example.answers).lower()
+        names = [n for n in question_names(example.question) if n in example.context and n.lower() not in answers]
+        if not names:
+            continue
+        name = rng.choice(names)
+        for _ in range(20):
+            other, article = rng.choice(pool)
+            if article != example.article and other.lower() not in example.context.lower():
+                out.append(Example(id=f"{example.id}-swapped", article=example.article, context=example.context,
+                                   question=example.question.replace(name, other), answers=(), answer_starts=()))
+                break
+    return out
+
+
 # --- official SQuAD 2.0 metric (normalisation as in evaluate-v2.0.py) ---
 def normalize_answer(text: str) -> str:
     text = text.lower()

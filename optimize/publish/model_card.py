@@ -173,6 +173,8 @@ def reproduce(training: dict) -> str:
         extras += f" --negatives-share {stage.get('negatives_share', 0.0)}"
         if stage.get("removed_answer_share"):
             extras += f" --removed-answer-share {stage['removed_answer_share']}"
+        if stage.get("swapped_name_share"):
+            extras += f" --swapped-name-share {stage['swapped_name_share']}"
         lines += [f"# stage {index} (test F1 {stage['test']['overall_f1']:.1f}, HasAns {stage['test']['HasAns_f1']:.1f})",
                   command(stage, init_from=previous, output=output) + extras]
     return "\n".join(lines[1:] if len(chain) == 1 else lines)
@@ -199,6 +201,9 @@ def extra_data(training: dict) -> str:
     if training.get("removed_answer_share"):
         text += (f"; {training['removed_answer_share']:.0%} of answerable questions also asked of their paragraph with "
                  "the answer's sentences taken out, as unanswerable negatives")
+    if training.get("swapped_name_share"):
+        text += (f"; {training['swapped_name_share']:.0%} of answerable questions also asked with a name swapped for one "
+                 "from another article that the paragraph lacks, as unanswerable negatives")
     return text
 
 
