@@ -3,6 +3,7 @@ optimize build on them, and `python app.py` driven through gradio_client. Slow (
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -80,17 +81,23 @@ def built_defaults():
 
 
 def test_generation_pruned_is_smaller_and_meets_its_gates(built_defaults):
-    """The committed plan (2 % of FFN neurons, ranked across layers) assembled and re-measured by
-    the build: perplexity ≤ 1.5x and reading-comprehension F1 ≥ 90 % of the baseline's (issue 26's
-    gates), instruction set and greedy agreement on the 64 held-out prompts measured and shown; its
-    optimized export (lossy) keeps perplexity within 1.03x and reading F1 within a point of it."""
+    """The committed plan (6 of 30 layers) assembled and re-measured by the build: at least a fifth
+    fewer block parameters (issue 28), perplexity ≤ 1.5x and reading-comprehension F1 ≥ 90 % of the
+    baseline's (issue 26's gates), instruction set and greedy agreement on the 64 held-out prompts
+    measured and shown; its optimized export (lossy) keeps perplexity within 1.03x and reading F1
+    within a point of it."""
     artifacts = REPO_ROOT / "artifacts" / "generation-smollm2"
     pruned = json.loads((artifacts / "pruned" / "manifest.json").read_text())["metrics"]
     assert pruned["prompts"] == 64 and "agreement_pct" in pruned and pruned["perplexity_ratio"] <= 1.5, pruned
     assert pruned["reading_of_baseline_pct"] >= 90 and pruned["reading_questions"] == 616, pruned
     assert pruned["reference_instruction_pct"] > 0 and "instruction_delta" in pruned, pruned
-    config = json.loads((artifacts / "pruned" / "config.json").read_text())
-    assert sum(config["intermediate_sizes"]) < config["num_hidden_layers"] * 1536
+    def block_parameters(variant: str) -> int:
+        from safetensors import safe_open
+
+        with safe_open(str(artifacts / variant / "model.safetensors"), "pt") as weights:
+            return sum(math.prod(weights.get_slice(name).get_shape()) for name in weights.keys() if ".layers." in name)
+
+    assert 5 * block_parameters("pruned") <= 4 * block_parameters("baseline")  # at least a fifth fewer
     optimized = json.loads((artifacts / "pruned-optimized" / "manifest.json").read_text())
     metrics = optimized["metrics"]
     assert metrics["promise"] == "lossy" and "MatMulNBits int8" in optimized["steps"][0], optimized
@@ -160,14 +167,15 @@ def test_variants_lists_every_variant_of_both_tasks_ready(app_client):
 
 
 def test_variants_show_generation_quality_beside_each_variant(app_client):
-    """Issue 13: perplexity and the instruction-set score for every generation variant (the
-    baseline's as the reference its pruned model is gated against), agreement where measured."""
+    """Issues 13 and 26: perplexity, the instruction-set score and reading comprehension for every
+    generation variant; the pruned model's reading F1 as a share of the baseline's (its gate)."""
     client, _ = app_client
     variants = {v["variant"]: v for v in client.predict(api_name="/variants") if v["task"] == "generation"}
     for name in ("baseline", "optimized", "pruned", "pruned-optimized"):
         accuracy = variants[name]["accuracy"]
         assert accuracy["perplexity"] > 1 and 0 < accuracy["instruction_pct"] <= 100, (name, accuracy)
-    assert variants["pruned"]["accuracy"]["instruction_of_baseline_pct"] >= 90
+    assert variants["pruned"]["accuracy"]["reading_of_baseline_pct"] >= 90
+    assert 0 < variants["pruned"]["accuracy"]["instruction_of_baseline_pct"] <= 100  # shown, no longer gated
     assert variants["pruned"]["runtime"] == "torch" and variants["pruned-optimized"]["runtime"] == "onnxruntime"
 
 
