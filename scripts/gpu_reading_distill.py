@@ -38,13 +38,14 @@ MAX_TOKENS = 448  # longer reading prompts are left out rather than cut (the ans
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # the CPU only for a dry run of the script
 
 
-def reading_prompts(count: int, seed: int = 42) -> list[str]:
-    """The gate's prompt over SQuAD 1.1 training questions (shuffled, answerable by construction)."""
-    from optimize.evaluate import reading, squad
+def reading_prompts(squad11: list, count: int, seed: int = 42) -> list[str]:
+    """The gate's prompt over SQuAD 1.1 training questions (shuffled, answerable by construction),
+    shortest first so that the teacher's batches pad little."""
+    from optimize.evaluate import reading
 
-    data = squad.all_examples(squad.SQUAD11_TRAIN_PATH)
-    random.Random(seed).shuffle(data)
-    return [reading.PROMPT.format(context=e.context, question=e.question) for e in data[:count]]
+    shuffled = list(squad11)
+    random.Random(seed).shuffle(shuffled)
+    return sorted((reading.PROMPT.format(context=e.context, question=e.question) for e in shuffled[:count]), key=len)
 
 
 def validation_questions(limit: int = 0) -> list:
@@ -52,16 +53,6 @@ def validation_questions(limit: int = 0) -> list:
 
     data = [e for e in squad.examples(squad.load_articles(), squad.WIDE_VALIDATION.validation) if e.answers]
     return data[:limit] if limit else data
-
-
-def teacher_answers(teacher, tokenizer, prompts: list[str], new_tokens: int, batch_size: int) -> list[torch.Tensor]:
-    """The teacher's greedy answers as chat turns (prompt included), batched by prompt length."""
-    from optimize.train.recover_decoder import greedy_answers
-
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    ordered = sorted(prompts, key=len)
-    return greedy_answers(teacher, tokenizer, ordered, new_tokens, batch_size, {tokenizer.eos_token_id}, pad_id,
-                          bf16_on_cuda=True)
 
 
 def measure(model, tokenizer, validation: list, paragraphs: list[str], with_instructions: bool) -> dict:
@@ -141,11 +132,12 @@ def main(args) -> None:
     load = lambda: AutoModelForCausalLM.from_pretrained(baseline_dir, dtype=torch.float32).eval()  # noqa: E731
     teacher = load().to(DEVICE)
 
-    reading_chats = teacher_answers(teacher, tokenizer, reading_prompts(args.reading), reading.ANSWER_TOKENS, args.answer_batch)
-    reading_chats = [t for t in reading_chats if t.shape[1] <= MAX_TOKENS]
     squad11 = squad.all_examples(squad.SQUAD11_TRAIN_PATH)
+    reading_chats = recover.teacher_chats(teacher, tokenizer, reading_prompts(squad11, args.reading), reading.ANSWER_TOKENS,
+                                          args.answer_batch)
+    reading_chats = [t for t in reading_chats if t.shape[1] <= MAX_TOKENS]
     asked = prompts([e.question for e in squad11], count=args.general) + (format_prompts() if args.formats else [])
-    general_chats = teacher_answers(teacher, tokenizer, asked, 64, args.answer_batch)
+    general_chats = recover.teacher_chats(teacher, tokenizer, sorted(asked, key=len), 64, args.answer_batch)
     paragraphs = list(dict.fromkeys(e.context for e in squad11))
     random.Random(7).shuffle(paragraphs)
     plain = [tokenizer(p, return_tensors="pt").input_ids[:, :256] for p in paragraphs[: args.general // 2]]

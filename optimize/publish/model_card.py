@@ -169,15 +169,21 @@ def reproduce(training: dict) -> str:
             lines += [f"# stage {index}: prune and distil (test F1 {stage['test']['overall_f1']:.1f}, "
                       f"forced {stage['test_forced_span']['HasAns_f1']:.1f})", prune_command(stage, output)]
             continue
-        extras = data_flags(stage)
-        extras += f" --negatives-share {stage.get('negatives_share', 0.0)}"
-        if stage.get("removed_answer_share"):
-            extras += f" --removed-answer-share {stage['removed_answer_share']}"
-        if stage.get("swapped_name_share"):
-            extras += f" --swapped-name-share {stage['swapped_name_share']}"
+        extras = data_flags(stage) + f" --negatives-share {stage.get('negatives_share', 0.0)}"
+        extras += "".join(f" {flag} {stage[key]}" for key, (flag, _) in NEGATIVES.items()
+                          if key != "negatives_share" and stage.get(key))
         lines += [f"# stage {index} (test F1 {stage['test']['overall_f1']:.1f}, HasAns {stage['test']['HasAns_f1']:.1f})",
                   command(stage, init_from=previous, output=output) + extras]
     return "\n".join(lines[1:] if len(chain) == 1 else lines)
+
+
+NEGATIVES = {  # training.json key → (train-qa flag, the unanswerable examples it generates)
+    "negatives_share": ("--negatives-share", "paired with another paragraph of their article as unanswerable negatives"),
+    "removed_answer_share": ("--removed-answer-share",
+                             "asked of their paragraph with the answer's sentences taken out, as unanswerable negatives"),
+    "swapped_name_share": ("--swapped-name-share", "asked with a name swapped for one from another article that the "
+                                                   "paragraph lacks, as unanswerable negatives"),
+}
 
 
 def data_flags(training: dict) -> str:
@@ -195,15 +201,8 @@ def extra_data(training: dict) -> str:
                  "train-v1.1.json": "the whole SQuAD 1.1 training set: 442 articles, 87,599 answerable questions"}
     extra = [f"{name} ({described[name]})" if name in described else name for name in training.get("extra_data") or []]
     text = f"; plus every article of {'; '.join(extra)}" if extra else ""
-    if training.get("negatives_share"):
-        text += (f"; {training['negatives_share']:.0%} of answerable questions also paired with another paragraph of "
-                 "their article as unanswerable negatives")
-    if training.get("removed_answer_share"):
-        text += (f"; {training['removed_answer_share']:.0%} of answerable questions also asked of their paragraph with "
-                 "the answer's sentences taken out, as unanswerable negatives")
-    if training.get("swapped_name_share"):
-        text += (f"; {training['swapped_name_share']:.0%} of answerable questions also asked with a name swapped for one "
-                 "from another article that the paragraph lacks, as unanswerable negatives")
+    text += "".join(f"; {training[key]:.0%} of answerable questions also {what}"
+                    for key, (_, what) in NEGATIVES.items() if training.get(key))
     return text
 
 
