@@ -164,6 +164,10 @@ def graph_optimize(onnx_dir: Path, output: Path, level: int, cuda: bool) -> Path
     # onnxruntime's fusion modules log under their bare module names; this one warns, on every build,
     # that shape inference is off, which this config asks for on purpose
     logging.getLogger("fusion_skiplayernorm").setLevel(logging.ERROR)
+    # and this one, six times per head-pruned encoder, that its attention width (heads kept × head size) is
+    # not the input width: pruning made it so, the fused Attention takes both widths, and the build times the
+    # fused graph against the unfused one anyway
+    logging.getLogger("fusion_attention").setLevel(logging.ERROR)
     optimizer = ORTOptimizer.from_pretrained(onnx_dir, file_names=[ONNX_FILE])
     config = OptimizationConfig(optimization_level=level, optimize_for_gpu=cuda, fp16=cuda,
                                 disable_shape_inference=True)
