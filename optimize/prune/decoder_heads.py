@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import torch
 
-from optimize.prune.decoder_layout import decoder_layers, layout, select_columns, select_rows
+from optimize.prune.decoder_layout import decoder_layers, layout
+from optimize.prune.slicing import select_columns, select_rows
 from optimize.prune.encoder_layout import module, set_module
 
 

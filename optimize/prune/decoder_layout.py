@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from optimize.prune.encoder_layout import known_layout, module, set_module
+from optimize.prune.slicing import select_linear
 
 
 @dataclass(frozen=True)
@@ -70,32 +71,5 @@ def narrow_ffn(layer: nn.Module, spec: DecoderLayout, keep: torch.Tensor) -> Non
         rows = keep
         if spec.fused_gate_up:
             rows = torch.cat([keep, keep + linear.out_features // 2])
-        set_module(layer, path, _select(linear, rows, output=True, conv1d=spec.conv1d))
-    set_module(layer, spec.ffn_out, _select(module(layer, spec.ffn_out), keep, output=False, conv1d=spec.conv1d))
-
-
-def select_rows(layer: nn.Module, rows: torch.Tensor) -> nn.Module:
-    return _select(layer, rows, output=True, conv1d=False)
-
-
-def select_columns(layer: nn.Module, columns: torch.Tensor) -> nn.Module:
-    return _select(layer, columns, output=False, conv1d=False)
-
-
-def _select(layer: nn.Module, index: torch.Tensor, output: bool, conv1d: bool) -> nn.Module:
-    """A copy of a Linear (or GPT-2 Conv1D) keeping output features `index` (output=True) or input ones."""
-    weight, bias = layer.weight.detach(), None if layer.bias is None else layer.bias.detach()
-    if conv1d:  # weight [in, out]
-        from transformers.pytorch_utils import Conv1D
-
-        weight = weight[:, index] if output else weight[index]
-        out = Conv1D(weight.shape[1], weight.shape[0])
-        out.weight.data = weight.clone()
-        out.bias.data = (bias[index] if output else bias).clone()
-        return out
-    weight = weight[index] if output else weight[:, index]
-    out = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None)
-    out.weight.data = weight.clone()
-    if bias is not None:
-        out.bias.data = (bias[index] if output else bias).clone()
-    return out
+        set_module(layer, path, select_linear(linear, rows, output=True, conv1d=spec.conv1d))
+    set_module(layer, spec.ffn_out, select_linear(module(layer, spec.ffn_out), keep, output=False, conv1d=spec.conv1d))

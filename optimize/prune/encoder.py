@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from optimize.prune.encoder_layout import encoder_layers, head_count, layout, module, set_module
+from optimize.prune.slicing import select_columns, select_rows
 from optimize.train.loop import collate
 
 log = logging.getLogger("optimize.prune.encoder")
@@ -88,15 +89,6 @@ def model_inputs(model, batch: dict) -> dict:
     return {k: v for k, v in batch.items() if k in accepted}
 
 
-def _slice_linear(linear: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linear:
-    weight = linear.weight.detach().index_select(dim, index).clone()
-    out = nn.Linear(weight.shape[1], weight.shape[0], bias=linear.bias is not None)
-    out.weight.data = weight
-    if linear.bias is not None:
-        out.bias.data = linear.bias.detach().clone() if dim == 1 else linear.bias.detach()[index].clone()
-    return out
-
-
 def prune(model, head_importance: torch.Tensor, ffn_importance: torch.Tensor, config: PruneConfig):
     """Remove the least important heads and FFN neurons of every layer, in place."""
     spec = layout(model)
@@ -108,8 +100,8 @@ def prune(model, head_importance: torch.Tensor, ffn_importance: torch.Tensor, co
         model.prune_heads({i: [h for h in range(heads) if h not in keep.tolist()] for i, keep in enumerate(kept_heads)})
     for layer_index, layer in enumerate(encoder_layers(model)):
         keep = ffn_importance[layer_index].argsort(descending=True)[: config.ffn_kept].sort().values
-        set_module(layer, spec.ffn_in, _slice_linear(module(layer, spec.ffn_in), keep, dim=0))
-        set_module(layer, spec.ffn_out, _slice_linear(module(layer, spec.ffn_out), keep, dim=1))
+        set_module(layer, spec.ffn_in, select_rows(module(layer, spec.ffn_in), keep))
+        set_module(layer, spec.ffn_out, select_columns(module(layer, spec.ffn_out), keep))
     setattr(model.config, spec.ffn_size_key, config.ffn_kept)
     return model
 
