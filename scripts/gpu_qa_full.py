@@ -11,6 +11,7 @@ Usage on the device: see scripts/gpu_qa_full.sh.
 """
 from __future__ import annotations
 
+import functools
 import io
 import shutil
 import sys
@@ -57,19 +58,29 @@ def pack(kind: str, out: Path, folders: list[Path]) -> None:
 
 def join(chunks: list[Path], baseline: Path, target: Path) -> None:
     """Unpack the chunks into TARGET; a pruned model gets the baseline's word embeddings back."""
-    from safetensors.torch import load_file, save_file
-
     data = b"".join(chunk.read_bytes() for chunk in sorted(chunks))
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         tar.extractall(target, filter="data")
-    word_embeddings = None  # the baseline's, read once for every pruned model that needs them
     for model in target.glob("*/model.safetensors"):
-        weights = load_file(model)
-        if WORD_EMBEDDINGS not in weights:
-            if word_embeddings is None:
-                word_embeddings = load_file(baseline / "model.safetensors")[WORD_EMBEDDINGS]
-            weights[WORD_EMBEDDINGS] = word_embeddings
-            save_file(weights, model, metadata={"format": "pt"})
+        restore_word_embeddings(model, baseline)
+
+
+def restore_word_embeddings(model: Path, baseline: Path) -> None:
+    """Give a model file that travelled without its word embeddings the baseline's back."""
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(model)
+    if WORD_EMBEDDINGS not in weights:
+        weights[WORD_EMBEDDINGS] = _word_embeddings(baseline)
+        save_file(weights, model, metadata={"format": "pt"})
+
+
+@functools.cache
+def _word_embeddings(baseline: Path):
+    """The baseline's, read once for every model that needs them."""
+    from safetensors.torch import load_file
+
+    return load_file(baseline / "model.safetensors")[WORD_EMBEDDINGS]
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ the rule train-qa keeps epochs by) on the four validation articles; the test art
 train-qa's own `remeasure`, and are not read by this choice.
 - `embed PRUNED BASELINE`: give the carried stage-1 pruned model its word embeddings back (frozen at the
   baseline's in its recovery, so they travel once).
-- `soup OUT MEMBER...`: average the members' weights, save fp16 with the first member's files,
+- `soup OUT MEMBER...`: average the members' weights, save fp16 with the first member's config and tokenizer,
   score validation, write `soup.json`.
 - `choose KIND DIR...`: print every candidate's validation score, copy the best folder to /tmp/chosen-KIND.
 Usage on the device: scripts/gpu_qa_stage2.sh.
@@ -21,13 +21,9 @@ from pathlib import Path
 
 
 def embed(pruned: Path, baseline: Path) -> None:
-    from safetensors.torch import load_file, save_file
+    from scripts.gpu_qa_full import restore_word_embeddings
 
-    from scripts.gpu_qa_full import WORD_EMBEDDINGS
-
-    weights = load_file(pruned / "model.safetensors")
-    weights[WORD_EMBEDDINGS] = load_file(baseline / "model.safetensors")[WORD_EMBEDDINGS]
-    save_file(weights, pruned / "model.safetensors", metadata={"format": "pt"})
+    restore_word_embeddings(pruned / "model.safetensors", baseline)
 
 
 def soup(out: Path, members: list[Path]) -> None:
@@ -41,7 +37,7 @@ def soup(out: Path, members: list[Path]) -> None:
 
     states = [load_file(member / "model.safetensors") for member in members]
     average = {key: sum(state[key].float() for state in states) / len(states) for key in states[0]}
-    shutil.copytree(members[0], out, dirs_exist_ok=True)
+    shutil.copytree(members[0], out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("training.json", "README.md"))
     model = AutoModelForQuestionAnswering.from_pretrained(members[0], dtype=torch.float32)
     model.load_state_dict(average)
     model.half().save_pretrained(out, safe_serialization=True)

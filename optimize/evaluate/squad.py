@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import random
 import re
 import string
 from dataclasses import dataclass
@@ -93,8 +94,6 @@ def other_paragraph_negatives(data: list[Example], share: float, seed: int) -> l
     """Unanswerable examples made from answerable ones: the question paired with another paragraph
     of the same article that contains none of its answers. They teach "the answer is not *here*"
     on realistic, on-topic text (SQuAD 2.0's own negatives are written against one paragraph)."""
-    import random
-
     rng = random.Random(seed)
     contexts: dict[str, list[str]] = collections.defaultdict(list)
     for example in data:
@@ -120,8 +119,6 @@ def removed_answer_negatives(data: list[Example], share: float, seed: int) -> li
     the sentences that hold its answers taken out. The rest of the paragraph stays on topic and
     usually still names the question's entities, which is what makes SQuAD 2.0's written negatives
     hard (another paragraph of the article, the other kind of negative, seldom does)."""
-    import random
-
     rng = random.Random(seed)
     out = []
     for example in data:
@@ -154,8 +151,6 @@ def swapped_name_negatives(data: list[Example], share: float, seed: int) -> list
     contain. SQuAD 2.0's written negatives are often of this kind (an entity swapped for a plausible
     one): the rest of the question still matches the paragraph word for word, and only the name says
     the answer is not there."""
-    import random
-
     rng = random.Random(seed)
     names_by_article: dict[str, set[str]] = collections.defaultdict(set)
     for example in data:

@@ -84,7 +84,7 @@ def graft(model_path: Path, grid: dict[str, GridWeight], accuracy_level: int = 4
     """Rewrite the builder's fp32 graph at `model_path` in place; returns how many weights of each
     kind were grafted ("re-quantized Q4_1" and "kept fp32" count those not on the GGUF's grid).
     `requantize(names, fp32)` puts a weight that is off the grid on a Q4_1 grid (default: llama.cpp's
-    round-to-nearest; optimize/export/requantize.py: GPTQ)."""
+    round-to-nearest; experiments/gguf-requantize/gptq.py: GPTQ)."""
     import onnx
     from onnx import helper, numpy_helper
 
