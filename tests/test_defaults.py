@@ -273,8 +273,11 @@ def test_bench_keeps_its_speedups(built_defaults, tmp_path):
 def test_a_two_window_context_keeps_the_one_window_speedup_through_the_app(app_client):
     """Issue 31: through the app, pruned-optimized's model time over the baseline's on a two-window
     context (~550 tokens) is at least the speedup it shows on one window (~384 tokens) in the same
-    run, less 25 % for noise (one clean-clone run measured 0.79 of it, 1.43x against 1.81x). Ratios of medians measured side by side, not absolute times: the app's
-    ONNX variants had been no faster than PyTorch once a paragraph passed one window."""
+    run, less 25 % for noise. Ratios of the fastest of 11 calls each, measured side by side, not
+    absolute times: the app's ONNX variants had been no faster than PyTorch once a paragraph passed
+    one window. Fastest, not median: the client polling beside a ~10 ms two-thread ONNX call only
+    ever adds time (medians of 7 gave 0.74-0.79 of the one-window speedup in two clean-clone runs,
+    1.01-1.16 in-process)."""
     import numpy as np
     from transformers import AutoTokenizer
 
@@ -286,11 +289,11 @@ def test_a_two_window_context_keeps_the_one_window_speedup_through_the_app(app_c
     for tokens, windows in ((384, 1), (550, 2)):
         context = qa_context(tokenizer, tokens)
         model_ms: dict[str, list[float]] = {"baseline": [], "pruned-optimized": []}
-        for call in range(8):
+        for call in range(12):
             for variant in (list(model_ms) if call % 2 else list(model_ms)[::-1]):
                 result = client.predict(context, QA_QUESTION, variant, api_name="/qa")
                 assert result["windows"] == windows, result
                 if call:  # the first call of each warms the new length up
                     model_ms[variant].append(result["latency_ms"]["model"])
-        speedups[tokens] = float(np.median(model_ms["baseline"]) / np.median(model_ms["pruned-optimized"]))
+        speedups[tokens] = float(np.min(model_ms["baseline"]) / np.min(model_ms["pruned-optimized"]))
     assert speedups[550] >= 0.75 * speedups[384], speedups
