@@ -83,6 +83,8 @@ def _accuracy_text(accuracy: dict, runtime: str = "onnxruntime") -> str:
     if "overall_f1" in accuracy:
         text = (f"held-out SQuAD 2.0 F1 {accuracy['overall_f1']:.1f} (HasAns {accuracy.get('HasAns_f1', 0):.1f}, "
                 f"NoAns {accuracy.get('NoAns_f1', 0):.1f})")
+        if "margin_rule_f1" in accuracy:
+            text += f" · {accuracy['margin_rule_f1']:.1f} with the null margin alone"
         if "forced_f1" in accuracy:
             text += f" · forced-span F1 {accuracy['forced_f1']:.1f}"
         if "everyday_f1" in accuracy:
@@ -131,7 +133,8 @@ def _stats(status: dict, result: dict, baseline_ms: float | None, task: str) -> 
         lines.append(f"first token {_ms(result['ttft_ms'])} · **{result['tokens_per_s']:.1f} tokens/s** "
                      f"({result['new_tokens']} tokens)")
     else:
-        lines.append(f"{result['tokens']} tokens in {result['windows']} window(s) · null margin {result['score']:+.2f}")
+        lines.append(f"{result['tokens']} tokens in {result['windows']} window(s) · null margin {result['score']:+.2f}"
+                     + (f" · answerability {result['answerability']:+.2f}" if result.get("verifier") and result.get("answerability") is not None else ""))
         if note := unanswerable_note(result):
             lines.insert(0, f"ℹ️ {note}")
     lines.append(f"size {status['size_bytes'] / 1e6:,.1f} MB · {_accuracy_text(status['accuracy'], status.get('runtime', 'onnxruntime'))}")
@@ -144,10 +147,11 @@ def unanswerable_note(result: dict) -> str:
     """In span mode the best span is shown even when the null score wins, with this note."""
     if not result.get("null_wins") or not result.get("answer"):
         return ""
-    margin, threshold = result.get("null_margin"), result.get("null_threshold") or 0.0
-    if margin is None:
+    score, threshold = result.get("answerability"), result.get("null_threshold") or 0.0
+    if score is None:
         return "the model rates this unanswerable"
-    shown = f"margin {margin:+.1f}" + (f", its threshold {threshold:+.1f}" if threshold else "")
+    name = "answerability" if result.get("verifier") else "margin"
+    shown = f"{name} {score:+.1f}" + (f", its threshold {threshold:+.1f}" if threshold else "")
     return f"the model rates this unanswerable ({shown})"
 
 
@@ -431,11 +435,13 @@ and the order in which variants run rotates on every request.
 
 **Two QA modes.** By default every variant returns its best span (at most 15 tokens), as
 transformers' `question-answering` pipeline does (`handle_impossible_answer=False`,
-`max_answer_len=15`); when the model's null score
-wins, the span is still shown with a note "the model rates this unanswerable (margin …)". Tick
-"Allow 'no answer' (SQuAD 2.0)" (API: `handle_impossible_answer=True`) and a variant answers
-"no answer" whenever its best span does not beat the null score by the threshold it tuned on four
-held-out validation articles (1,563 questions). The margin is the best span's score minus the null score (logit units).
+`max_answer_len=15`); when the model rates the question unanswerable, the span is still shown
+with a note "the model rates this unanswerable (answerability …)". Tick "Allow 'no answer' (SQuAD 2.0)"
+(API: `handle_impossible_answer=True`) and a variant answers "no answer" whenever its answerability
+score is not above its threshold. The score comes from a small verifier each variant fits on four
+held-out validation articles (1,563 questions), with its threshold: a logistic regression over the
+null margin (the best span's score minus the null score, in logit units), the null score, and
+what the question names that the context never mentions (a name, a number, its content words).
 
 **Long contexts.** A context longer than one 384-token window is read as overlapping windows (128
 tokens shared), each run at its own length, and the best span over all of them wins. Model time
@@ -443,8 +449,9 @@ grows with the windows; the Benchmarks tab gives every variant's latency and spe
 and three windows, measured side by side.
 
 **Accuracy is measured, not assumed.** QA, two ways, on SQuAD 2.0 articles never used in
-training: SQuAD 2.0 EM/F1 (overall, answerable, unanswerable) with each variant's own tuned
-null threshold, and SQuAD 1.1-style forced-span EM/F1 on the answerable questions; plus F1 on
+training: SQuAD 2.0 EM/F1 (overall, answerable, unanswerable) with each variant's own fitted
+verifier and threshold (and, beside it, F1 with the null margin alone deciding), and SQuAD
+1.1-style forced-span EM/F1 on the answerable questions; plus F1 on
 42 hand-written questions about everyday texts, 4 of them unanswerable (`optimize/everyday_qa.json`). Generation:
 perplexity on held-out Wikipedia text, the score on a public 60-prompt instruction set
 (`optimize/instruction_set.json`: facts, arithmetic, formats, longer answers, each checked by

@@ -5,7 +5,8 @@ A context is tokenised once and its windows assembled per question (`context_tok
 The answer is the best span over all windows. SQuAD 2.0's null score (CLS start + CLS end) is
 always weighed: the null decision (`null_wins`, `null_margin`) comes with every answer. As in
 transformers' question-answering pipeline, "no answer" is returned only when asked for
-(`handle_impossible_answer=True`): a span then has to beat the null score by `null_threshold`.
+(`handle_impossible_answer=True`): a span then has to score above `null_threshold`, on the
+variant's answerability verifier (models/answerability.py) or, without one, on its null margin.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models.answerability import Verifier, features
 from models.errors import InputError
 
 MAX_QUESTION_CHARS = 1_000
@@ -29,7 +31,8 @@ class QAConfig:
     max_question_tokens: int = 64
     max_answer_tokens: int = 15  # transformers' question-answering pipeline: max_answer_len=15
     top_k: int = 20
-    null_threshold: float = 0.0  # tuned on validation articles at training time
+    null_threshold: float = 0.0  # tuned on validation articles, on the verifier's score if there is one
+    verifier: Verifier | None = None  # fitted on validation articles; None: the margin decides
 
 
 @dataclass
@@ -38,6 +41,7 @@ class Windows:
 
     inputs: dict[str, np.ndarray]  # input_ids, attention_mask, token_type_ids: int64 [windows, tokens]
     offsets: list[list[tuple[int, int] | None]]  # per token: char span in the context, None outside it
+    question: str = ""  # as asked: the answerability verifier reads it
 
     @property
     def num_tokens(self) -> int:
@@ -51,7 +55,9 @@ class Answer:
     start: int  # char offsets in the context; -1 when there is no answer
     end: int
     span: str  # best span even when the null score wins (for inspection and threshold tuning)
-    null_wins: bool = False  # the margin does not beat the tuned null threshold: the model rates it unanswerable
+    null_wins: bool = False  # answerability does not beat the tuned null threshold: the model rates it unanswerable
+    null_score: float = 0.0  # the smallest null score of any window (logit units)
+    answerability: float = 0.0  # what the null threshold is applied to: the verifier's score, else the margin
 
 
 def validate(question: str, context: str) -> tuple[str, str]:
@@ -83,7 +89,7 @@ def preprocess(tokenizer, question: str, context: str, config: QAConfig) -> Wind
     if len(question_ids) > config.max_question_tokens:
         raise InputError(f"The question is too long ({len(question_ids)} tokens; at most {config.max_question_tokens}).")
     if _pairs_like_bert(tokenizer):
-        return _assemble(tokenizer, question_ids, context_tokens(tokenizer, context), config)
+        return _assemble(tokenizer, question, question_ids, context_tokens(tokenizer, context), config)
     encoded = tokenize(tokenizer, [question], [context], config)
     offsets = []
     for window in range(len(encoded["input_ids"])):
@@ -92,7 +98,7 @@ def preprocess(tokenizer, question: str, context: str, config: QAConfig) -> Wind
         offsets.append([tuple(span) if sid == 1 else None for sid, span in zip(sequence_ids, spans)])
     names = ("input_ids", "attention_mask", "token_type_ids")
     inputs = {name: encoded[name].astype(np.int64) for name in names if name in encoded}
-    return Windows(inputs=inputs, offsets=offsets)
+    return Windows(inputs=inputs, offsets=offsets, question=question)
 
 
 @dataclass(frozen=True)
@@ -122,7 +128,7 @@ def _pairs_like_bert(tokenizer) -> bool:
             and probe["token_type_ids"] == [0] * (len(question) + 2) + [1] * (len(context) + 1))
 
 
-def _assemble(tokenizer, question_ids: list[int], context: ContextTokens, config: QAConfig) -> Windows:
+def _assemble(tokenizer, question: str, question_ids: list[int], context: ContextTokens, config: QAConfig) -> Windows:
     """The windows `tokenize` makes (truncation "only_second" with overflow and stride, padded to
     the longest), built from cached context tokens: each window holds `room` context tokens and
     starts `room - stride` after the previous one, until one reaches the end."""
@@ -147,7 +153,7 @@ def _assemble(tokenizer, question_ids: list[int], context: ContextTokens, config
     inputs = {"input_ids": ids, "attention_mask": mask}
     if "token_type_ids" in tokenizer.model_input_names:  # DistilBERT and RoBERTa-likes take no token types
         inputs["token_type_ids"] = types
-    return Windows(inputs=inputs, offsets=offsets)
+    return Windows(inputs=inputs, offsets=offsets, question=question)
 
 
 def best_span(start_logits: np.ndarray, end_logits: np.ndarray, offsets: list[tuple[int, int] | None],
@@ -180,13 +186,17 @@ def postprocess(windows: Windows, start_logits: np.ndarray, end_logits: np.ndarr
         if value > best_value:
             best_value, best_chars = value, (offsets[s][0], offsets[e][1]) if value > -np.inf else (-1, -1)
     if best_value == -np.inf:
-        return Answer(answer="", score=-np.inf, start=-1, end=-1, span="", null_wins=True)
+        return Answer(answer="", score=-np.inf, start=-1, end=-1, span="", null_wins=True, null_score=null_score,
+                      answerability=-np.inf)
     margin = best_value - null_score
     span = context[best_chars[0]:best_chars[1]]
-    null_wins = not margin > config.null_threshold
+    answerability = (config.verifier.score(features(windows.question, context, margin, null_score))
+                     if config.verifier else margin)
+    null_wins = not answerability > config.null_threshold
+    decided = {"null_wins": null_wins, "null_score": null_score, "answerability": answerability}
     if null_wins and handle_impossible_answer:
-        return Answer(answer="", score=margin, start=-1, end=-1, span=span, null_wins=True)
-    return Answer(answer=span, score=margin, start=best_chars[0], end=best_chars[1], span=span, null_wins=null_wins)
+        return Answer(answer="", score=margin, start=-1, end=-1, span=span, **decided)
+    return Answer(answer=span, score=margin, start=best_chars[0], end=best_chars[1], span=span, **decided)
 
 
 def logits_by_length(runner, windows: Windows) -> tuple[np.ndarray, np.ndarray]:
@@ -220,7 +230,8 @@ def answer(runner, question: str, context: str, handle_impossible_answer: bool =
     return {
         "answer": result.answer, "score": round(float(result.score), 4), "start": result.start, "end": result.end,
         "null_wins": result.null_wins, "null_margin": None if margin is None else round(margin, 4),
-        "null_threshold": round(float(config.null_threshold), 4),
+        "answerability": round(float(result.answerability), 4) if np.isfinite(result.answerability) else None,
+        "null_threshold": round(float(config.null_threshold), 4), "verifier": config.verifier is not None,
         "handle_impossible_answer": bool(handle_impossible_answer), "max_answer_len": config.max_answer_tokens,
         "windows": len(windows.offsets), "tokens": windows.num_tokens,
         "latency_ms": {

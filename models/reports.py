@@ -62,8 +62,9 @@ class Report:
         return accuracy_text(row.accuracy)
 
     def accuracy_columns(self, row: Row) -> dict:
-        """QA two ways (SQuAD 2.0 with the variant's tuned threshold; forced span on answerable
-        questions) plus the everyday set and span agreement; generation in one column."""
+        """QA two ways (SQuAD 2.0 with the variant's fitted verifier and threshold, and with the null
+        margin alone; forced span on answerable questions) plus the everyday set and span agreement;
+        generation in one column."""
         a = row.accuracy
         if self.task != "qa" or "forced_f1" not in a:
             return {"accuracy": self.accuracy_text(row)}
@@ -71,6 +72,8 @@ class Report:
         return {
             "SQuAD 2.0 EM / F1": f"{a['overall_exact']:.1f} / {a['overall_f1']:.1f}",
             "HasAns / NoAns F1": f"{a['HasAns_f1']:.1f} / {a['NoAns_f1']:.1f}",
+            "F1, margin alone (AUC, verifier's)": (f"{a['margin_rule_f1']:.1f} ({a['margin_auc']:.2f}, "
+                                                   f"{a['answerability_auc']:.2f})" if "margin_rule_f1" in a else dash),
             "forced-span EM / F1": f"{a['forced_exact']:.1f} / {a['forced_f1']:.1f}",
             "everyday F1 (forced)": f"{a['everyday_f1']:.1f} ({a['everyday_forced_f1']:.1f})",
             "same span as source": f"{a['agreement_pct']:.1f}%" if "agreement_pct" in a else dash,

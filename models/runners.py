@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from models.answerability import Verifier
 from models.catalog import Runtime, Task
 from models.errors import VariantUnavailable
 from models.qa import QAConfig
@@ -68,7 +69,11 @@ def torch_qa_logits(model, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, n
 
 def load_qa_config(path: Path) -> QAConfig:
     config_file = Path(path) / "qa_config.json"
-    return QAConfig(**json.loads(config_file.read_text())) if config_file.exists() else QAConfig()
+    if not config_file.exists():
+        return QAConfig()
+    values = json.loads(config_file.read_text())
+    verifier = values.pop("verifier", None)
+    return QAConfig(**values, verifier=Verifier.from_dict(verifier) if verifier else None)
 
 
 def load_runner(task: Task, variant: str, runtime: Runtime, path: Path) -> Runner:

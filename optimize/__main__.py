@@ -84,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
                           help="instead: tabulate these pruned-and-recovered candidate folders beside the baseline")
     stages.add_parser("sweep-generation", help="accuracy/speed of dropping decoder layers and FFN neurons (before recovery)")
 
+    remeasure = stages.add_parser("remeasure-qa", help="measure saved QA weights again on the held-out articles; "
+                                  "refit their answerability verifier and null threshold on validation")
+    remeasure.add_argument("--weights", type=Path, action="append", help="model folder (repeatable; default: both QA models)")
     diagnose = stages.add_parser("diagnose-qa", help="spans vs answerability: margin AUC, best-threshold F1 (reports/)")
     diagnose.add_argument("--weights", type=Path, action="append", help="model folder (repeatable; default: both QA models)")
 
@@ -207,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
     elif args.stage == "sweep-generation":
         from optimize.prune.sweep_decoder import run as sweep_generation
         sweep_generation()
+    elif args.stage == "remeasure-qa":
+        from optimize.train.finetune_qa import remeasure_saved
+        for weights in args.weights or (Path("weights/qa-minilm-squad2"), Path("weights/qa-minilm-squad2-pruned")):
+            remeasure_saved(weights)
     elif args.stage == "diagnose-qa":
         from optimize.evaluate.answerability import run as diagnose_qa
         diagnose_qa(*([tuple(args.weights)] if args.weights else []))

@@ -40,8 +40,9 @@ def test_qa_endpoint_takes_handle_impossible_answer_like_the_pipeline(client):
     default = client.predict(SEED, "Who worked harder?", "baseline", api_name="/qa")
     allowed = client.predict(SEED, "Who worked harder?", "baseline", True, api_name="/qa")
     for result in (default, allowed):
-        assert {"null_wins", "null_margin", "null_threshold"} <= set(result)
+        assert {"null_wins", "null_margin", "null_threshold", "answerability", "verifier"} <= set(result)
         assert result["null_wins"] is False and isinstance(result["null_margin"], float)
+        assert result["answerability"] == result["null_margin"] and result["verifier"] is False  # none fitted: the margin decides
     assert default["handle_impossible_answer"] is False and allowed["handle_impossible_answer"] is True
     assert default["max_answer_len"] == allowed["max_answer_len"] == 15  # the pipeline's default span limit
     assert default["answer"] and default["answer"] == allowed["answer"]

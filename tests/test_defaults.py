@@ -39,11 +39,12 @@ def test_committed_qa_baseline_finds_spans_as_well_as_the_bar_asks():
     assert held_out(QA_WEIGHTS)["forced_f1"] >= 75, held_out(QA_WEIGHTS)
 
 
-@pytest.mark.xfail(strict=True, reason="known gap (issue 27's bar): SQuAD 2.0 F1 58.8 on the test articles (bar 60); "
-                                       "answerability is the limit (HasAns F1 46.1 at the tuned threshold, 79.8 forced): "
-                                       "reports/qa-answerability.md")
 def test_committed_qa_baseline_meets_the_squad2_bar():
-    assert held_out(QA_WEIGHTS)["overall_f1"] >= 60, held_out(QA_WEIGHTS)
+    """Issue 27's bar: SQuAD 2.0 F1 >= 60 on the test articles, with the answerability verifier fitted
+    on the validation articles; the null margin alone (58.8) is shown beside it and does not pass."""
+    metrics = held_out(QA_WEIGHTS)
+    assert metrics["overall_f1"] >= 60 and metrics["NoAns_f1"] < 100 and metrics["HasAns_f1"] > 0, metrics
+    assert metrics["answerability_auc"] > metrics["margin_auc"], metrics
 
 
 def test_committed_qa_models_are_measured_on_held_out_articles_both_ways():
@@ -202,6 +203,17 @@ def test_unanswerable_seed_question_gets_no_answer_when_allowed(app_client, vari
     assert allowed["answer"] == "" and allowed["null_wins"] and allowed["start"] == -1, allowed
     default = client.predict(SEED_CONTEXT, "What did the wolf eat for breakfast?", variant, api_name="/qa")
     assert default["answer"] and default["null_wins"], default  # span mode: the best span, flagged
+
+
+@pytest.mark.parametrize("variant", [
+    pytest.param("baseline", marks=pytest.mark.xfail(strict=True, reason="known gap (issue 27): with 'no answer' allowed "
+                                                     "the baseline's verifier rates the seed question 0.10 against its threshold 0.30")),
+    "optimized", "pruned", "pruned-optimized"])
+def test_seed_example_is_answered_when_no_answer_is_allowed(app_client, variant):
+    """Issue 27: abstaining where it should (the wolf's breakfast, above) must not cost the showcase."""
+    client, _ = app_client
+    result = client.predict(SEED_CONTEXT, "Who worked a little bit harder?", variant, True, api_name="/qa")
+    assert "the second little pig" in result["answer"].lower() and not result["null_wins"], result
 
 
 @pytest.mark.parametrize("variant", ["baseline", "optimized", "pruned", "pruned-optimized"])

@@ -65,13 +65,16 @@ def qa_against(metrics: dict, reference: dict) -> dict:
     return metrics
 
 
-def save_threshold(directory: Path, threshold: float) -> None:
-    """A variant serves with the null threshold it tuned on validation, not its source's."""
+def save_null_decision(directory: Path, metrics: dict) -> dict:
+    """A variant serves with the answerability verifier and null threshold it fitted on validation,
+    not its source's. Returns the metrics without the verifier's coefficients."""
     import json
 
     path = Path(directory) / "qa_config.json"
     config = json.loads(path.read_text()) if path.exists() else {}
-    path.write_text(json.dumps({**config, "null_threshold": threshold}, indent=2) + "\n")
+    decision = {"null_threshold": metrics["null_threshold"], "verifier": metrics["verifier"]}
+    path.write_text(json.dumps({**config, **decision}, indent=2) + "\n")
+    return {k: v for k, v in metrics.items() if k != "verifier"}
 
 
 def greedy_continuations(runner: Runner, batch_size: int = 16) -> list[torch.Tensor]:
@@ -338,5 +341,4 @@ def measure(preset: Preset, directory: Path, variant_name: str, reference: Path,
         metrics = qa_accuracy(runner, held_out, guard, spans)
     except AgreementBelowGate as stopped:
         return {"agreement_pct": stopped.upper_bound_pct, "agreement_stopped": stopped.stopped}
-    save_threshold(directory, metrics["null_threshold"])
-    return qa_against(metrics, reference_metrics)
+    return qa_against(save_null_decision(directory, metrics), reference_metrics)

@@ -1,8 +1,9 @@
 """`python -m optimize diagnose-qa`: where a QA model's held-out F1 is lost — spans or answerability.
 
 SQuAD 2.0 F1 mixes two skills: finding the span (forced-span HasAns F1) and deciding whether to
-answer at all (the span-vs-null margin against the tuned threshold). This reports, per split, the
-ROC AUC of the margin as an answerable/unanswerable classifier and the best F1 any threshold could
+answer at all (the answerability verifier's score, or the span-vs-null margin, against the tuned
+threshold). This reports, per split, the ROC AUC of that score and of the margin alone as
+answerable/unanswerable classifiers and the best F1 any threshold could
 reach *on that split itself* (an upper bound, never used to pick the shipped threshold), beside the
 everyday set's F1 (from the model's training.json) and one 384-token PyTorch fp32 forward, all models
 timed in one process, so models trained at different times compare side by side. Writes
@@ -52,25 +53,31 @@ def run(models: tuple[Path, ...] = (Path("weights/qa-minilm-squad2"), Path("weig
         for name, indices in (("validation", split.validation), ("test", split.test)):
             rows.append({**_diagnose(model, tokenizer, config, weights, name, squad.examples(articles, indices)), **shown})
             print(rows[-1], flush=True)
-    save_rows("qa-answerability", "QA: spans vs answerability (shipped threshold; best-threshold F1 is an upper bound)", rows)
+    save_rows("qa-answerability", "QA: spans vs answerability (shipped verifier and threshold; best-threshold F1 is "
+                                  "an upper bound; the null margin's AUC beside the verifier's)", rows)
     return rows
 
 
 def _diagnose(model, tokenizer, config, weights: Path, name: str, data) -> dict:
-    from optimize.evaluate import squad
-    from optimize.evaluate.squad_metrics import answered, evaluate_model
+    import functools
 
-    shipped = evaluate_model(model, tokenizer, data, config, threshold=config.null_threshold)
-    best = squad.best_threshold(data, shipped["spans"], shipped["margins"])
-    oracle = squad.evaluate(data, answered(shipped["spans"], shipped["margins"], best))
-    margins = shipped["margins"]
+    from models.runners import torch_qa_logits
+    from optimize.evaluate import squad
+    from optimize.evaluate.squad_metrics import answered, predict, scored
+
+    spans, scores, features = predict(functools.partial(torch_qa_logits, model), tokenizer, data, config)
+    shipped = scored(data, spans, scores, config.null_threshold)
+    best = squad.best_threshold(data, spans, scores)
+    oracle = squad.evaluate(data, answered(spans, scores, best))
     return {
         "model": str(weights), "split": name, "questions": len(data),
         "overall_f1": round(shipped["metrics"]["overall_f1"], 2), "HasAns_f1": round(shipped["metrics"]["HasAns_f1"], 2),
         "NoAns_f1": round(shipped["metrics"]["NoAns_f1"], 2),
         "forced_span_HasAns_f1": round(shipped["forced_metrics"]["HasAns_f1"], 2),
-        "answerability_auc": round(roc_auc([margins[e.id] for e in data if e.answers],
-                                           [margins[e.id] for e in data if not e.answers]), 3),
+        "answerability_auc": round(roc_auc([scores[e.id] for e in data if e.answers],
+                                           [scores[e.id] for e in data if not e.answers]), 3),
+        "margin_auc": round(roc_auc([features[e.id][0] for e in data if e.answers],
+                                    [features[e.id][0] for e in data if not e.answers]), 3),
         "best_threshold_f1_on_this_split": round(oracle["overall_f1"], 2),
         "no_answer_only_f1": round(100 * sum(not e.answers for e in data) / len(data), 2),
     }

@@ -14,6 +14,8 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
+from models.answerability import question_names
+
 # ../shared/data beside the checkout; SHOWDOWN_SHARED_DATA points elsewhere (a lent GPU machine gets a copy)
 SHARED_DATA = Path(os.environ.get("SHOWDOWN_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
 DEFAULT_SQUAD_PATH = SHARED_DATA / "squad-v2-dev" / "dev-v2.0.json"
@@ -135,14 +137,6 @@ def removed_answer_negatives(data: list[Example], share: float, seed: int) -> li
         out.append(Example(id=f"{example.id}-removed", article=example.article, context=context,
                            question=example.question, answers=(), answer_starts=()))
     return out
-
-
-_NAME = re.compile(r"(?<!^)(?<![.?!] )\b[A-Z][\w'-]+(?:\s+(?:of\s+|the\s+|de\s+)?[A-Z][\w'-]+)*")
-
-
-def question_names(question: str) -> list[str]:
-    """Capitalised spans of a question, the first word excepted ("What", "When", ...)."""
-    return [m.group(0) for m in _NAME.finditer(question)]
 
 
 def swapped_name_negatives(data: list[Example], share: float, seed: int) -> list[Example]:

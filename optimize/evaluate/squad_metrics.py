@@ -8,9 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
+from models import answerability
 from models.qa import QAConfig, postprocess, preprocess
 from models.runners import torch_qa_logits
 from optimize.evaluate import squad
+from optimize.evaluate.answerability import roc_auc
 
 Forward = Callable[[dict[str, np.ndarray]], tuple[np.ndarray, np.ndarray]]
 
@@ -18,44 +20,48 @@ Forward = Callable[[dict[str, np.ndarray]], tuple[np.ndarray, np.ndarray]]
 def evaluate(forward: Forward, tokenizer, data: list[squad.Example], config: QAConfig,
              threshold: float | None = None) -> dict:
     """Predict every example; tune the null threshold on `data` unless one is given."""
-    return scored(data, *predict(forward, tokenizer, data, config), threshold)
+    spans, scores, _ = predict(forward, tokenizer, data, config)
+    return scored(data, spans, scores, threshold)
 
 
 def predict(forward: Forward, tokenizer, data: list[squad.Example], config: QAConfig,
-            on_span: Callable[[squad.Example, str], None] | None = None) -> tuple[dict[str, str], dict[str, float]]:
-    """Each example's best span (even where "no answer" wins) and its margin (best span score minus
-    null score), through the serving pre/post-processing. `on_span` sees each span as it comes (an
-    agreement gate can stop a hopeless candidate early by raising)."""
-    spans, margins = {}, {}
+            on_span: Callable[[squad.Example, str], None] | None = None
+            ) -> tuple[dict[str, str], dict[str, float], dict[str, np.ndarray]]:
+    """Each example's best span (even where "no answer" wins), the score its null decision is made
+    on under `config` (the verifier's, else the margin: best span score minus null score), and the
+    verifier's features, through the serving pre/post-processing. `on_span` sees each span as it
+    comes (an agreement gate can stop a hopeless candidate early by raising)."""
+    spans, scores, features = {}, {}, {}
     for example in data:
         windows = preprocess(tokenizer, example.question, example.context, config)
         start_logits, end_logits = forward(windows.inputs)
         answer = postprocess(windows, start_logits, end_logits, example.context, config)
-        spans[example.id], margins[example.id] = answer.span, answer.score
+        spans[example.id], scores[example.id] = answer.span, answer.answerability
+        features[example.id] = answerability.features(example.question, example.context, answer.score, answer.null_score)
         if on_span:
             on_span(example, answer.span)
-    return spans, margins
+    return spans, scores, features
 
 
-def scored(data: list[squad.Example], spans: dict[str, str], margins: dict[str, float],
+def scored(data: list[squad.Example], spans: dict[str, str], scores: dict[str, float],
            threshold: float | None = None) -> dict:
     if threshold is None:
-        threshold = squad.best_threshold(data, spans, margins)
-    predictions = answered(spans, margins, threshold)
+        threshold = squad.best_threshold(data, spans, scores)
+    predictions = answered(spans, scores, threshold)
     return {
         "threshold": float(threshold),
         "metrics": squad.evaluate(data, predictions),
         "forced_metrics": squad.evaluate(data, spans),
         "predictions": predictions,
         "spans": spans,  # best span even where "no answer" won
-        "margins": margins,  # best span score minus null score
+        "margins": scores,  # what the null decision is made on: the verifier's score, else the margin
     }
 
 
-def answered(spans: dict[str, str], margins: dict[str, float], threshold: float) -> dict[str, str]:
-    """The served prediction per question: the best span where it beats the null score by more
-    than `threshold`, else "" (no answer), as models/qa.py postprocess decides."""
-    return {qid: spans[qid] if margins[qid] > threshold else "" for qid in spans}
+def answered(spans: dict[str, str], scores: dict[str, float], threshold: float) -> dict[str, str]:
+    """The served prediction per question: the best span where its answerability score is above
+    `threshold`, else "" (no answer), as models/qa.py postprocess decides."""
+    return {qid: spans[qid] if scores[qid] > threshold else "" for qid in spans}
 
 
 def evaluate_model(model, tokenizer, data, config: QAConfig, threshold: float | None = None) -> dict:
@@ -80,19 +86,39 @@ class HeldOut:
 
 def measure(forward: Forward, tokenizer, config: QAConfig, held_out: HeldOut,
             on_test_span: Callable[[squad.Example, str], None] | None = None) -> dict:
-    """Both ways, on held-out articles: SQuAD 2.0 EM/F1 (overall, HasAns, NoAns) with the null
-    threshold this variant tunes on the validation articles, and SQuAD 1.1-style forced-span EM/F1
-    on the answerable questions; F1 both ways on the everyday set. `_spans` (test, forced) are for
-    span agreement with a source, `_f1` / `_forced_f1` for intervals on a delta; none is stored. The test articles are predicted first, so
-    that `on_test_span` (an agreement gate) can stop a hopeless export before the rest is spent."""
-    test_spans, test_margins = predict(forward, tokenizer, held_out.test, config, on_test_span)
-    threshold = evaluate(forward, tokenizer, held_out.validation, config)["threshold"]
-    test = scored(held_out.test, test_spans, test_margins, threshold)
-    everyday = evaluate(forward, tokenizer, held_out.everyday, config, threshold)
+    """Both ways, on held-out articles: SQuAD 2.0 EM/F1 (overall, HasAns, NoAns) with the
+    answerability verifier and null threshold this variant fits on the validation articles, and
+    SQuAD 1.1-style forced-span EM/F1 on the answerable questions; F1 both ways on the everyday set.
+    `margin_rule_f1` is SQuAD 2.0 F1 with the margin alone deciding (its threshold also tuned on
+    validation), shown beside. `verifier` is for qa_config.json. `_spans` (test, forced) are for
+    span agreement with a source, `_f1` / `_forced_f1` for intervals on a delta; none is stored. The
+    test articles are predicted first, so that `on_test_span` (an agreement gate) can stop a
+    hopeless export before the rest is spent."""
+    predicted = {"test": predict(forward, tokenizer, held_out.test, config, on_test_span)}
+    for name in ("validation", "everyday"):
+        predicted[name] = predict(forward, tokenizer, getattr(held_out, name), config)
+    validation = held_out.validation
+    verifier = answerability.fit(np.array([predicted["validation"][2][e.id] for e in validation]),
+                                 np.array([bool(e.answers) for e in validation]))
+
+    def decided(name: str, rule) -> tuple[dict[str, str], dict[str, float]]:
+        spans, _, features = predicted[name]
+        return spans, {qid: rule(values) for qid, values in features.items()}
+
+    threshold = squad.best_threshold(validation, *decided("validation", verifier.score))
+    test = scored(held_out.test, *decided("test", verifier.score), threshold)
+    everyday = scored(held_out.everyday, *decided("everyday", verifier.score), threshold)
+    margin = lambda values: float(values[0])  # noqa: E731 -- FEATURES[0]
+    margin_test = scored(held_out.test, *decided("test", margin),
+                         squad.best_threshold(validation, *decided("validation", margin)))
     rounded = {k: round(v, 2) for k, v in test["metrics"].items()}
     return {
         "split": "test articles " + ", ".join(sorted({e.article for e in held_out.test})),
         "null_threshold": round(threshold, 4), **rounded,
+        "margin_rule_f1": round(margin_test["metrics"]["overall_f1"], 2),
+        "answerability_auc": round(auc(held_out.test, test["margins"]), 3),
+        "margin_auc": round(auc(held_out.test, margin_test["margins"]), 3),
+        "verifier": verifier.to_dict(),
         "forced_exact": round(test["forced_metrics"]["HasAns_exact"], 2),
         "forced_f1": round(test["forced_metrics"]["HasAns_f1"], 2),
         "everyday_f1": round(everyday["metrics"]["overall_f1"], 2),
@@ -102,6 +128,11 @@ def measure(forward: Forward, tokenizer, config: QAConfig, held_out: HeldOut,
         "_f1": {e.id: squad.score(e, test["predictions"][e.id])[1] for e in held_out.test},
         "_forced_f1": {e.id: squad.score(e, test["spans"][e.id])[1] for e in held_out.test if e.answers},
     }
+
+
+def auc(data: list[squad.Example], scores: dict[str, float]) -> float:
+    """How well `scores` rank the answerable questions above the unanswerable ones (ROC AUC)."""
+    return roc_auc([scores[e.id] for e in data if e.answers], [scores[e.id] for e in data if not e.answers])
 
 
 def span_agreement(spans: dict[str, str], reference: dict[str, str]) -> float:

@@ -191,8 +191,9 @@ def finish(model_dir: Path, tokenizer, config: TrainConfig, best: dict, history:
 
 
 def remeasure(model_dir: Path, training: dict, config: TrainConfig = TrainConfig()) -> dict:
-    """Measure saved QA weights on the held-out data (`evaluate_qa.measure`), store the null
-    threshold tuned on validation in qa_config.json and the scores in training.json."""
+    """Measure saved QA weights on the held-out data (`evaluate_qa.measure`), store the
+    answerability verifier and null threshold fitted on validation in qa_config.json and the scores
+    in training.json."""
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
     from optimize.evaluate.squad_metrics import HeldOut, measure
@@ -202,13 +203,24 @@ def remeasure(model_dir: Path, training: dict, config: TrainConfig = TrainConfig
     metrics = measure(functools.partial(torch_qa_logits, model), tokenizer, config.qa,
                       HeldOut.load(config.data, config.split))
     metrics = {k: v for k, v in metrics.items() if not k.startswith("_")}  # per-question working data
-    qa_config = {**asdict(config.qa), "null_threshold": metrics["null_threshold"]}
+    qa_config = {**asdict(config.qa), "null_threshold": metrics["null_threshold"], "verifier": metrics.pop("verifier")}
     (model_dir / "qa_config.json").write_text(json.dumps(qa_config, indent=2) + "\n")
     training = {**training, "null_threshold": metrics["null_threshold"], "held_out": metrics,
                 "test": {k: metrics[k] for k in metrics if k.split("_")[0] in ("overall", "HasAns", "NoAns")},
                 "test_forced_span": {"HasAns_exact": metrics["forced_exact"], "HasAns_f1": metrics["forced_f1"]}}
     (model_dir / "training.json").write_text(json.dumps(training, indent=2) + "\n")
     log.info("held-out %s", metrics)
+    return training
+
+
+def remeasure_saved(model_dir: Path) -> dict:
+    """`remeasure` on weights trained earlier, on the split and data their training.json names,
+    and their model card rewritten: the null decision changes without retraining."""
+    training = json.loads((model_dir / "training.json").read_text())
+    config = TrainConfig(output=model_dir, data=squad.SHARED_DATA / "squad-v2-dev" / training["data"],
+                         split=squad.ArticleSplit(**{k: tuple(v) for k, v in training["split"].items()}))
+    training = remeasure(model_dir, training, config)
+    write_qa_card(model_dir)
     return training
 
 
