@@ -29,13 +29,15 @@ _NUMBER = re.compile(r"\b\d+\b")
 
 def question_names(question: str) -> list[str]:
     """Capitalised spans of a question, the first word excepted ("What", "When", ...)."""
-    return [m.group(0) for m in _NAME.finditer(question)]
+    return [m.group(0) for m in _NAME.finditer(question.strip())]
 
 
 def features(question: str, context: str, margin: float, null_score: float) -> np.ndarray:
     """The verifier's inputs, in FEATURES order: the model's null margin and null score, the share
     of the question's content words absent from the context, how many of its names and numbers
-    are absent, and whether it is negated."""
+    are absent, and whether it is negated. The question is stripped first, as serving strips it
+    (SQuAD's own questions sometimes start with a space, and the first word is never a name)."""
+    question = question.strip()
     context_words = set(_WORD.findall(context.lower()))
     content = [w for w in _WORD.findall(question.lower()) if w not in STOPWORDS]
     missing_words = sum(w not in context_words for w in content) / max(len(content), 1)

@@ -20,6 +20,8 @@ def test_a_name_or_number_the_context_lacks_is_counted():
     assert named[1]["missing_words"] > named[0]["missing_words"]
     assert (named[0]["margin"], named[0]["null_score"]) == (2.0, 1.0)
     assert features("Who didn't build with straw?", CONTEXT, 0.0, 0.0)[FEATURES.index("negation")] == 1.0
+    assert (features("  What did the wolf blow down?", CONTEXT, 0.0, 0.0) ==
+            features("What did the wolf blow down?", CONTEXT, 0.0, 0.0)).all()  # served questions are stripped
 
 
 def test_fit_learns_which_way_each_cue_points_and_survives_the_json_trip():

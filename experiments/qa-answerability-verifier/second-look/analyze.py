@@ -31,23 +31,24 @@ def qtype(q):
             bool(re.search(r"\bwho\b|\bwhom\b", q)), bool(re.search(r"\bwhy\b", q))]
 def feats(r):
     ex = r["ex"]; s = r["start"].astype(np.float32); e = r["end"].astype(np.float32)
+    question = ex.question.strip()  # as served: SQuAD's questions sometimes start with a space
     null = min(float(a[0] + b[0]) for a, b in zip(s, e))
     best = r["margin"] + null
     ps, ent = [], []
     for a, b in zip(s, e):
         la, lb = lsm(a[a > -1e3]), lsm(b[b > -1e3]); ps.append(la[0] + lb[0])
         pa = np.exp(la); ent.append(-(pa * la).sum())
-    qw = [w for w in words(ex.question) if w not in STOP]
+    qw = [w for w in words(question) if w not in STOP]
     cw = set(words(ex.context))
     missing = sum(w not in cw for w in qw) / max(len(qw), 1)
     sent = next((x for x in re.split(r"(?<=[.!?])\s+", ex.context) if r["span"] and r["span"] in x), "")
     sw = set(words(sent))
     missing_sent = sum(w not in sw for w in qw) / max(len(qw), 1)
-    names = squad.question_names(ex.question)
+    names = squad.question_names(question)
     names_missing = sum(n.lower() not in ex.context.lower() for n in names)
-    nums_missing = sum(n not in cw for n in re.findall(r"\b\d+\b", ex.question))
-    neg = int(bool(re.search(r"\b(not|never|n't|no)\b", ex.question.lower())))
-    when, howmany, who, why = qtype(ex.question)
+    nums_missing = sum(n not in cw for n in re.findall(r"\b\d+\b", question))
+    neg = int(bool(re.search(r"\b(not|never|n't|no)\b", question.lower())))
+    when, howmany, who, why = qtype(question)
     digit = bool(re.search(r"\d", r["span"]))
     return [r["margin"], best, null, max(ps), min(ent), missing, missing_sent, names_missing, neg,
             len(words(r["span"])), len(qw), nums_missing, (when or howmany) and not digit, who and not re.search(r"[A-Z]", r["span"]),
