@@ -144,19 +144,19 @@ def _stats(status: dict, result: dict, baseline_ms: float | None, task: str) -> 
 
 
 def unanswerable_note(result: dict) -> str:
-    """In span mode the best span is shown even when the null score wins, with this note."""
+    """In span mode the best span is shown even when the model rates the question unanswerable, with this note."""
     if not result.get("null_wins") or not result.get("answer"):
         return ""
     score, threshold = result.get("answerability"), result.get("null_threshold") or 0.0
     if score is None:
         return "the model rates this unanswerable"
     name = "answerability" if result.get("verifier") else "margin"
-    shown = f"{name} {score:+.1f}" + (f", its threshold {threshold:+.1f}" if threshold else "")
+    shown = f"{name} {score:+.2f}" + (f", its threshold {threshold:+.2f}" if threshold else "")
     return f"the model rates this unanswerable ({shown})"
 
 
 def _qa_answer_text(result: dict) -> str:
-    return result["answer"] or "(no answer: the null score wins)"
+    return result["answer"] or "(no answer: the model rates it unanswerable)"
 
 
 def _status_markdown(showdown: Showdown) -> str:
@@ -312,7 +312,7 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
                     allow_no_answer = gr.Checkbox(
                         value=False, label="Allow 'no answer' (SQuAD 2.0)",
                         info="Off: the best span, as transformers' pipeline returns it. On: 'no answer' when "
-                             "the model's null score wins.")
+                             "the variant rates the question unanswerable.")
                     qa_button = gr.Button("Answer with every variant", variant="primary")
             gr.Examples(QA_EXAMPLES, inputs=[context, question, allow_no_answer])
             qa_answers, qa_stats, qa_history, qa_charts = _variant_columns("qa", "Answer", 1, "QA")
