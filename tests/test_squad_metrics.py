@@ -58,3 +58,36 @@ def test_variants_tune_their_threshold_on_four_articles_unless_their_source_trai
     (tmp_path / "training.json").write_text(json.dumps({"split": {"train": list(range(9)), "validation": [9, 10, 11, 12],
                                                                   "test": [13, 14, 15]}}))
     assert threshold_split(tmp_path) == squad.WIDE_VALIDATION
+
+
+def test_measure_fits_a_verifier_on_validation_and_falls_back_to_the_margin_on_one_class():
+    """`measure` fits the answerability verifier where validation holds both kinds of question and
+    reports the margin rule beside it; validation of one kind cannot fit one, so the margin decides."""
+    import numpy as np
+    from transformers import AutoTokenizer
+
+    from models.qa import QAConfig
+    from models.sources import minilm_path
+    from optimize.evaluate.squad_metrics import HeldOut, measure
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+    context = "The second little pig built his house out of sticks in Warsaw."
+
+    def forward(inputs):  # a span on the first context tokens, its margin set by the question's length
+        start = np.zeros(inputs["input_ids"].shape, dtype=np.float32)
+        end = start.copy()
+        first = int(np.argmax(inputs["token_type_ids"][0]))
+        start[:, first] = end[:, first + 1] = 0.1 * inputs["attention_mask"].sum()
+        return start, end
+
+    def asked(qid, question, answerable):
+        return squad.Example(qid, "pigs", context, question, ("The second",) if answerable else (), (0,) if answerable else ())
+
+    questions = [asked(f"q{i}", f"Who built a house{' with care' * (i % 3)}?", i % 2 == 0) for i in range(8)]
+    questions += [asked(f"n{i}", f"Who built a house in Paris{' again' * i}?", False) for i in range(4)]
+    both = measure(forward, tokenizer, QAConfig(), HeldOut(questions, questions, questions))
+    assert both["verifier"]["features"][0] == "margin" and len(both["verifier"]["weights"]) == 6
+    assert {"margin_rule_f1", "answerability_auc", "margin_auc"} <= set(both)
+    answerable_only = [q for q in questions if q.answers]
+    one = measure(forward, tokenizer, QAConfig(), HeldOut(questions, answerable_only, questions))
+    assert one["verifier"] is None and one["overall_f1"] == one["margin_rule_f1"]

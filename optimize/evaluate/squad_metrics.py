@@ -98,17 +98,19 @@ def measure(forward: Forward, tokenizer, config: QAConfig, held_out: HeldOut,
     for name in ("validation", "everyday"):
         predicted[name] = predict(forward, tokenizer, getattr(held_out, name), config)
     validation = held_out.validation
-    verifier = answerability.fit(np.array([predicted["validation"][2][e.id] for e in validation]),
-                                 np.array([bool(e.answers) for e in validation]))
+    labels = np.array([bool(e.answers) for e in validation])
+    margin = lambda values: float(values[0])  # noqa: E731 -- FEATURES[0]
+    verifier = (answerability.fit(np.array([predicted["validation"][2][e.id] for e in validation]), labels)
+                if 0 < labels.sum() < len(labels) else None)  # one class cannot fit it: the margin decides
+    rule = verifier.score if verifier else margin
 
     def decided(name: str, rule) -> tuple[dict[str, str], dict[str, float]]:
         spans, _, features = predicted[name]
         return spans, {qid: rule(values) for qid, values in features.items()}
 
-    threshold = squad.best_threshold(validation, *decided("validation", verifier.score))
-    test = scored(held_out.test, *decided("test", verifier.score), threshold)
-    everyday = scored(held_out.everyday, *decided("everyday", verifier.score), threshold)
-    margin = lambda values: float(values[0])  # noqa: E731 -- FEATURES[0]
+    threshold = squad.best_threshold(validation, *decided("validation", rule))
+    test = scored(held_out.test, *decided("test", rule), threshold)
+    everyday = scored(held_out.everyday, *decided("everyday", rule), threshold)
     margin_test = scored(held_out.test, *decided("test", margin),
                          squad.best_threshold(validation, *decided("validation", margin)))
     rounded = {k: round(v, 2) for k, v in test["metrics"].items()}
@@ -118,7 +120,7 @@ def measure(forward: Forward, tokenizer, config: QAConfig, held_out: HeldOut,
         "margin_rule_f1": round(margin_test["metrics"]["overall_f1"], 2),
         "answerability_auc": round(auc(held_out.test, test["margins"]), 3),
         "margin_auc": round(auc(held_out.test, margin_test["margins"]), 3),
-        "verifier": verifier.to_dict(),
+        "verifier": verifier.to_dict() if verifier else None,
         "forced_exact": round(test["forced_metrics"]["HasAns_exact"], 2),
         "forced_f1": round(test["forced_metrics"]["HasAns_f1"], 2),
         "everyday_f1": round(everyday["metrics"]["overall_f1"], 2),
