@@ -39,7 +39,7 @@ names that the context lacks: models/answerability.py) and its threshold, both f
 ## Data and split
 Half of the SQuAD 2.0 dev set (CS224N copy, 16 articles), split **by article**:
 {train_lines(training)}
-- validation (epoch choice and null threshold): {', '.join(articles['validation'])}
+- validation (epoch choice; the answerability verifier and null threshold are fitted here): {', '.join(articles['validation'])}
 - test (scored once, never trained or tuned on): {', '.join(articles['test'])}
 
 ## Recipe
