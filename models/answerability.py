@@ -10,6 +10,7 @@ Without a fitted verifier the decision is the margin alone.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import asdict, dataclass
 
@@ -32,16 +33,24 @@ def question_names(question: str) -> list[str]:
     return [m.group(0) for m in _NAME.finditer(question.strip())]
 
 
+@functools.lru_cache(maxsize=16)
+def _context_index(context: str) -> tuple[str, frozenset[str]]:
+    """A context lower-cased and its words, once per context: every question and variant about it
+    reuses them (a 200,000-character context takes ~4 ms to index), as models/qa.py caches its tokens."""
+    lowered = context.lower()
+    return lowered, frozenset(_WORD.findall(lowered))
+
+
 def features(question: str, context: str, margin: float, null_score: float) -> np.ndarray:
     """The verifier's inputs, in FEATURES order: the model's null margin and null score, the share
     of the question's content words absent from the context, how many of its names and numbers
     are absent, and whether it is negated. The question is stripped first, as serving strips it
     (SQuAD's own questions sometimes start with a space, and the first word is never a name)."""
     question = question.strip()
-    context_words = set(_WORD.findall(context.lower()))
+    lowered, context_words = _context_index(context)
     content = [w for w in _WORD.findall(question.lower()) if w not in STOPWORDS]
     missing_words = sum(w not in context_words for w in content) / max(len(content), 1)
-    missing_names = sum(name.lower() not in context.lower() for name in question_names(question))
+    missing_names = sum(name.lower() not in lowered for name in question_names(question))
     missing_numbers = sum(n not in context_words for n in _NUMBER.findall(question))
     negation = float(bool(_NEGATION.search(question.lower())))
     return np.array([margin, null_score, missing_words, missing_names, negation, missing_numbers], dtype=np.float64)

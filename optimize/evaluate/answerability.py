@@ -63,7 +63,7 @@ def _diagnose(model, tokenizer, config, weights: Path, name: str, data) -> dict:
 
     from models.runners import torch_qa_logits
     from optimize.evaluate import squad
-    from optimize.evaluate.squad_metrics import answered, predict, scored
+    from optimize.evaluate.squad_metrics import answered, auc, predict, scored
 
     spans, scores, features = predict(functools.partial(torch_qa_logits, model), tokenizer, data, config)
     shipped = scored(data, spans, scores, config.null_threshold)
@@ -74,10 +74,8 @@ def _diagnose(model, tokenizer, config, weights: Path, name: str, data) -> dict:
         "overall_f1": round(shipped["metrics"]["overall_f1"], 2), "HasAns_f1": round(shipped["metrics"]["HasAns_f1"], 2),
         "NoAns_f1": round(shipped["metrics"]["NoAns_f1"], 2),
         "forced_span_HasAns_f1": round(shipped["forced_metrics"]["HasAns_f1"], 2),
-        "answerability_auc": round(roc_auc([scores[e.id] for e in data if e.answers],
-                                           [scores[e.id] for e in data if not e.answers]), 3),
-        "margin_auc": round(roc_auc([features[e.id][0] for e in data if e.answers],
-                                    [features[e.id][0] for e in data if not e.answers]), 3),
+        "answerability_auc": round(auc(data, scores), 3),
+        "margin_auc": round(auc(data, {qid: values[0] for qid, values in features.items()}), 3),
         "best_threshold_f1_on_this_split": round(oracle["overall_f1"], 2),
         "no_answer_only_f1": round(100 * sum(not e.answers for e in data) / len(data), 2),
     }

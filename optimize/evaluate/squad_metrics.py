@@ -54,7 +54,7 @@ def scored(data: list[squad.Example], spans: dict[str, str], scores: dict[str, f
         "forced_metrics": squad.evaluate(data, spans),
         "predictions": predictions,
         "spans": spans,  # best span even where "no answer" won
-        "margins": scores,  # what the null decision is made on: the verifier's score, else the margin
+        "scores": scores,  # what the null decision is made on: the verifier's score, else the margin
     }
 
 
@@ -118,8 +118,8 @@ def measure(forward: Forward, tokenizer, config: QAConfig, held_out: HeldOut,
         "split": "test articles " + ", ".join(sorted({e.article for e in held_out.test})),
         "null_threshold": round(threshold, 4), **rounded,
         "margin_rule_f1": round(margin_test["metrics"]["overall_f1"], 2),
-        "answerability_auc": round(auc(held_out.test, test["margins"]), 3),
-        "margin_auc": round(auc(held_out.test, margin_test["margins"]), 3),
+        "answerability_auc": round(auc(held_out.test, test["scores"]), 3),
+        "margin_auc": round(auc(held_out.test, margin_test["scores"]), 3),
         "verifier": verifier.to_dict() if verifier else None,
         "forced_exact": round(test["forced_metrics"]["HasAns_exact"], 2),
         "forced_f1": round(test["forced_metrics"]["HasAns_f1"], 2),
