@@ -26,3 +26,21 @@ def test_a_second_stage_card_names_both_stages_data_and_commands(tmp_path):
     assert len(commands) == 2
     assert "--full-data" in commands[0] and "--batch-size 32" in commands[0] and "--output runs/qa-stage1" in commands[0]
     assert "--answerability-stage" in commands[1] and "--init-from runs/qa-stage1" in commands[1]
+
+
+def test_a_continued_stage_is_named_as_more_epochs_and_an_unscored_one_says_why(tmp_path):
+    first = stage(["train-v2.0-first10.json", "train-v1.1.json"], [9, 10, 11, 12], 119005, 1e-4, 57.0)
+    more = {key: value for key, value in stage(["train-v2.0-first10.json", "train-v1.1.json"], [9, 10, 11, 12], 119005,
+                                               5e-5, 0.0, stages=[first], epochs=2).items() if key != "test"}
+    more["held_out_note"] = "not scored on the test articles: stopped during its held-out scoring"
+    last = stage(["train-v2.0-first10.json"], [9, 10, 11, 12], 12211, 3e-5, 59.7, stages=[more],
+                 validation={"overall_f1": 67.4}, test_forced_span={"HasAns_exact": 70.9, "HasAns_f1": 81.1})
+    (tmp_path / "training.json").write_text(json.dumps(last))
+    card = qa_card(tmp_path).content
+    assert ("then 2 more epoch(s) of the same data (`train-qa --full-data --init-from`), then a stage on the SQuAD 2.0 "
+            "files' real unanswerable questions" in card)
+    assert "# stage 2 (not scored on the test articles: stopped during its held-out scoring)" in card
+    commands = [line for line in card.splitlines() if line.startswith("python -m optimize train-qa")]
+    assert len(commands) == 3
+    assert "--epochs 2" in commands[1] and "--init-from runs/qa-stage1" in commands[1] and "--full-data" in commands[1]
+    assert "--init-from runs/qa-stage2" in commands[2] and "--answerability-stage" in commands[2]
