@@ -58,6 +58,7 @@ class Answer:
     null_wins: bool = False  # answerability does not beat the tuned null threshold: the model rates it unanswerable
     null_score: float = 0.0  # the smallest null score of any window (logit units)
     answerability: float = 0.0  # what the null threshold is applied to: the verifier's score, else the margin
+    cues: np.ndarray | None = None  # the verifier's inputs (models/answerability.FEATURES): evaluation fits verifiers on them
 
 
 def validate(question: str, context: str) -> tuple[str, str]:
@@ -185,15 +186,15 @@ def postprocess(windows: Windows, start_logits: np.ndarray, end_logits: np.ndarr
         value, s, e = best_span(start_logits[window], end_logits[window], offsets, config)
         if value > best_value:
             best_value, best_chars = value, (offsets[s][0], offsets[e][1]) if value > -np.inf else (-1, -1)
+    margin = best_value - null_score
+    cues = features(windows.question, context, margin, null_score)
     if best_value == -np.inf:
         return Answer(answer="", score=-np.inf, start=-1, end=-1, span="", null_wins=True, null_score=null_score,
-                      answerability=-np.inf)
-    margin = best_value - null_score
+                      answerability=-np.inf, cues=cues)
     span = context[best_chars[0]:best_chars[1]]
-    answerability = (config.verifier.score(features(windows.question, context, margin, null_score))
-                     if config.verifier else margin)
+    answerability = config.verifier.score(cues) if config.verifier else margin
     null_wins = not answerability > config.null_threshold
-    decided = {"null_wins": null_wins, "null_score": null_score, "answerability": answerability}
+    decided = {"null_wins": null_wins, "null_score": null_score, "answerability": answerability, "cues": cues}
     if null_wins and handle_impossible_answer:
         return Answer(answer="", score=margin, start=-1, end=-1, span=span, **decided)
     return Answer(answer=span, score=margin, start=best_chars[0], end=best_chars[1], span=span, **decided)

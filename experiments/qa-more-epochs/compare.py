@@ -8,35 +8,41 @@ import pickle
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from models.answerability import Verifier
 from optimize.evaluate import squad
+from optimize.evaluate.intervals import paired_delta
+from optimize.evaluate.squad_metrics import answered
 
 
 def per_question(dump, model, split):
+    """Per question id: SQuAD 2.0 F1 with the model's own verifier and threshold, forced-span F1 on
+    the answerable ones, and the answerable questions it abstains on."""
     data, (spans, _, features) = dump[model][split]
     config = json.loads((Path(model) / "qa_config.json").read_text())
     verifier, threshold = Verifier.from_dict(config["verifier"]), config["null_threshold"]
     scores = {qid: verifier.score(values) for qid, values in features.items()}
-    f1 = np.array([squad.score(e, spans[e.id] if scores[e.id] > threshold else "")[1] for e in data])
-    forced = np.array([squad.score(e, spans[e.id])[1] for e in data if e.answers])
-    abstained = [(e.question, round(scores[e.id], 2)) for e in data if e.answers and scores[e.id] <= threshold]
-    return 100 * f1, 100 * forced, abstained, threshold
+    predictions = answered(spans, scores, threshold)
+    f1 = {e.id: squad.score(e, predictions[e.id])[1] for e in data}
+    forced = {e.id: squad.score(e, spans[e.id])[1] for e in data if e.answers}
+    abstained = [(e.question, round(scores[e.id], 2)) for e in data if e.answers and not predictions[e.id]]
+    return f1, forced, abstained, threshold
 
 
-def paired(candidate, shipped, draws=4000):
-    difference = candidate - shipped
-    means = difference[np.random.default_rng(0).integers(0, len(difference), (draws, len(difference)))].mean(axis=1)
-    return f"{difference.mean():+.2f} (95 % CI {np.percentile(means, 2.5):+.2f} to {np.percentile(means, 97.5):+.2f})"
+def paired(candidate, shipped):
+    delta = paired_delta(shipped, candidate)
+    return f"{delta['delta']:+.2f} (95 % CI {delta['ci95'][0]:+.2f} to {delta['ci95'][1]:+.2f})"
+
+
+def mean(scores):
+    return 100 * sum(scores.values()) / len(scores)
 
 
 dump = pickle.load(open(sys.argv[1], "rb"))
 shipped, candidate = sys.argv[2], sys.argv[3]
 for split in ("test", "validation", "everyday"):
     old, new = per_question(dump, shipped, split), per_question(dump, candidate, split)
-    print(f"{split:10s} SQuAD 2.0 F1 {old[0].mean():.2f} -> {new[0].mean():.2f}, {paired(new[0], old[0])} | "
-          f"forced-span F1 {old[1].mean():.2f} -> {new[1].mean():.2f}, {paired(new[1], old[1])}")
+    print(f"{split:10s} SQuAD 2.0 F1 {mean(old[0]):.2f} -> {mean(new[0]):.2f}, {paired(new[0], old[0])} | "
+          f"forced-span F1 {mean(old[1]):.2f} -> {mean(new[1]):.2f}, {paired(new[1], old[1])}")
 for model in (shipped, candidate):
     _, _, abstained, threshold = per_question(dump, model, "everyday")
     print(f"{model}: abstains on {len(abstained)} answerable everyday questions (threshold {threshold:.3f}): {abstained}")

@@ -36,8 +36,7 @@ def predict(forward: Forward, tokenizer, data: list[squad.Example], config: QACo
         windows = preprocess(tokenizer, example.question, example.context, config)
         start_logits, end_logits = forward(windows.inputs)
         answer = postprocess(windows, start_logits, end_logits, example.context, config)
-        spans[example.id], scores[example.id] = answer.span, answer.answerability
-        features[example.id] = answerability.features(example.question, example.context, answer.score, answer.null_score)
+        spans[example.id], scores[example.id], features[example.id] = answer.span, answer.answerability, answer.cues
         if on_span:
             on_span(example, answer.span)
     return spans, scores, features
