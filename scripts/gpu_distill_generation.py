@@ -41,18 +41,18 @@ def block_parameters(model) -> int:
 def perplexity(model, tokenizer, paragraphs: list[str]) -> float:
     """optimize/evaluate/accuracy.py's held-out perplexity, for a model on the GPU."""
     from optimize.evaluate import accuracy
-    from optimize.train.recover_decoder import _runner
+    from optimize.train.recover_decoder import in_memory_runner
 
-    return accuracy.perplexity(_runner(model, tokenizer, "."), paragraphs)
+    return accuracy.perplexity(in_memory_runner(model, tokenizer, "."), paragraphs)
 
 
 def instruction_score(model, tokenizer) -> dict:
     """The instruction set as the build scores it (optimize/evaluate/instructions.py: batched greedy decoding
     for PyTorch, the app's texts), for a model on the GPU."""
     from optimize.evaluate import instructions
-    from optimize.train.recover_decoder import _runner
+    from optimize.train.recover_decoder import in_memory_runner
 
-    measured = instructions.measure(_runner(model, tokenizer, "."))
+    measured = instructions.measure(in_memory_runner(model, tokenizer, "."))
     return {"passed": measured["passed"], "answers": {key: answer["text"] for key, answer in measured["answers"].items()}}
 
 

@@ -59,9 +59,9 @@ def measure(model, tokenizer, validation: list, paragraphs: list[str], with_inst
     """Validation reading F1 (per question kept for a paired interval), validation perplexity and,
     shown only, the instruction set: each through the build's own PyTorch path."""
     from optimize.evaluate import accuracy, instructions, reading
-    from optimize.train.recover_decoder import _runner
+    from optimize.train.recover_decoder import in_memory_runner
 
-    runner = _runner(model, tokenizer, ".")
+    runner = in_memory_runner(model, tokenizer, ".")
     result = reading.measure(runner, validation)
     measured = {"reading_f1": result["reading_f1"], "per_question": result["per_question"],
                 "perplexity": round(accuracy.perplexity(runner, paragraphs), 3)}
@@ -74,7 +74,7 @@ def distil(students: dict, teacher, texts: list[torch.Tensor], pad_id: int, seco
            batch_size: int) -> dict[str, list[float]]:
     """KL(teacher || student) at every real token, the same batches for every student, AdamW with a
     20-step warm-up and a cosine over the wall-clock budget."""
-    from optimize.train.recover_decoder import _padded, distillation_loss
+    from optimize.train.recover_decoder import distillation_loss, padded_batch
 
     rng = random.Random(42)
     optimizers = {name: torch.optim.AdamW([p for p in s.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
@@ -85,7 +85,7 @@ def distil(students: dict, teacher, texts: list[torch.Tensor], pad_id: int, seco
     started, step, tokens = time.perf_counter(), 0, 0
     while (elapsed := time.perf_counter() - started) < seconds:
         scale = min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * elapsed / seconds))
-        ids, mask = (t.to(DEVICE) for t in _padded(rng.sample(texts, batch_size), pad_id))
+        ids, mask = (t.to(DEVICE) for t in padded_batch(rng.sample(texts, batch_size), pad_id))
         keep = mask.bool()
         with torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=DEVICE == "cuda"), torch.inference_mode():
             target = teacher(input_ids=ids, attention_mask=mask, use_cache=False).logits.float()[keep][None]

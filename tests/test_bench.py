@@ -121,8 +121,8 @@ def test_llama_cpp_is_skipped_with_one_line_when_not_installed(monkeypatch, capl
     from optimize.bench.contenders import llama_cpp_contender
 
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # import fails as when it is not installed
-    with caplog.at_level("WARNING"):
-        assert llama_cpp_contender(tmp_path / "model.gguf", tokenizer=None) == {}
+    with caplog.at_level("WARNING"), llama_cpp_contender(tmp_path / "model.gguf", tokenizer=None) as peers:
+        assert peers == {}
     assert [r.getMessage() for r in caplog.records] == [
         "llama.cpp not benchmarked: llama-cpp-python is not installed (pip install -r requirements-bench.txt)"]
 
@@ -139,7 +139,8 @@ def test_llama_cpp_runs_in_its_own_process_and_answers_as_in_process():
 
     gguf = smollm2_gguf()
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    answer = llama_cpp_contender(gguf, tokenizer)["llama.cpp"]("What is the capital of France?", 12)
+    with llama_cpp_contender(gguf, tokenizer) as peers:
+        answer = peers["llama.cpp"]("What is the capital of France?", 12)
     llm = llama_cpp.Llama(model_path=str(gguf), n_threads=2, n_ctx=512, verbose=False)
     ids = generation.preprocess(tokenizer, "What is the capital of France?")[0].tolist()
     expected = []

@@ -58,7 +58,7 @@ def main(limit: int | None) -> None:
 
     def measured(name: str, model) -> dict:
         started = time.perf_counter()
-        runner = recover._runner(model, tokenizer, baseline_dir)
+        runner = recover.in_memory_runner(model, tokenizer, baseline_dir)
         scores = reading.measure(runner, validation)
         row = {"cut": name, "block_params_removed_pct": round(100 * (1 - block_parameters(model) / full_blocks), 1),
                "reading_f1": scores["reading_f1"], "ci95": mean_interval(list(scores["per_question"].values())),

@@ -3,9 +3,13 @@ transformers pipeline, optimum's INT8 pipeline, llama.cpp on the GGUF (optional)
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
+import multiprocessing
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from models import generation
@@ -53,7 +57,8 @@ def qa_pipelines(baseline_dir: Path) -> dict[str, Callable[[str, str], str]]:
         for name, pipe in (("pipeline-fp32", fp32), ("optimum-int8", int8))}
 
 
-def llama_cpp_contender(gguf: Path, tokenizer) -> dict[str, Callable[[str, int], dict]]:
+@contextlib.contextmanager
+def llama_cpp_contender(gguf: Path, tokenizer) -> Iterator[dict[str, Callable[[str, int], dict]]]:
     """llama.cpp (llama-cpp-python, optional: requirements-bench.txt) on the GGUF the baseline was
     dequantized from: the same prompt tokens (the project's chat template, tokenized by the same
     tokenizer, outside the timing as for every contender), the same threads, greedy, its KV cache
@@ -62,28 +67,44 @@ def llama_cpp_contender(gguf: Path, tokenizer) -> dict[str, Callable[[str, int],
     libgomp, which stops spin-waiting once the process holds more OpenMP threads than cores (the
     model thread's team plus the caller's). In-process it decoded at 57-94 tok/s against ~160 in a
     process of its own (2026-11-23, 2 cores); PyTorch and ONNX Runtime contenders measured the same
-    either way."""
+    either way. A context manager so that a bench run loads the GGUF once for every measurement
+    (timing and greedy agreement) and ends the process when they are done; without
+    llama-cpp-python it yields no contender."""
     import importlib.util
-    import multiprocessing
 
     if importlib.util.find_spec("llama_cpp") is None:
         log.warning("llama.cpp not benchmarked: llama-cpp-python is not installed (pip install -r requirements-bench.txt)")
-        return {}
+        yield {}
+        return
+    process, connection = _start_llama_cpp(gguf)
+    try:
+        yield {"llama.cpp": functools.partial(_llama_cpp_generate, connection, tokenizer)}
+    finally:
+        connection.close()  # the worker reads EOF and returns
+        process.join(timeout=30)
+
+
+def _start_llama_cpp(gguf: Path) -> tuple[multiprocessing.process.BaseProcess, Connection]:
+    """Spawn the llama.cpp worker and wait until it has loaded the GGUF, so no round pays the load."""
     spawn = multiprocessing.get_context("spawn")
     connection, child_end = spawn.Pipe()
-    spawn.Process(target=_llama_cpp_worker, args=(child_end, str(gguf), cpu_threads()), daemon=True, name="llama.cpp").start()
+    process = spawn.Process(target=_llama_cpp_worker, args=(child_end, str(gguf), cpu_threads()), daemon=True,
+                            name="llama.cpp")
+    process.start()
     child_end.close()
     if connection.recv() != "ready":
+        connection.close()
         raise RuntimeError("llama.cpp did not load the GGUF")
+    return process, connection
 
-    def run(prompt: str, max_new_tokens: int) -> dict:
-        connection.send((generation.preprocess(tokenizer, prompt)[0].tolist(), max_new_tokens))
-        answer = connection.recv()
-        return {"text": tokenizer.decode(answer["ids"], skip_special_tokens=True), "new_tokens": len(answer["ids"]),
-                "ttft_ms": 1e3 * answer["ttft_s"], "tokens_per_s": len(answer["ids"]) / answer["model_s"],
-                "latency_ms": {"model": 1e3 * answer["model_s"]}}
 
-    return {"llama.cpp": run}
+def _llama_cpp_generate(connection: Connection, tokenizer, prompt: str, max_new_tokens: int) -> dict:
+    """One greedy round in the worker, reported in the shape of the project's `generation.generate`."""
+    connection.send((generation.preprocess(tokenizer, prompt)[0].tolist(), max_new_tokens))
+    answer = connection.recv()
+    return {"text": tokenizer.decode(answer["ids"], skip_special_tokens=True), "new_tokens": len(answer["ids"]),
+            "ttft_ms": 1e3 * answer["ttft_s"], "tokens_per_s": len(answer["ids"]) / answer["model_s"],
+            "latency_ms": {"model": 1e3 * answer["model_s"]}}
 
 
 def _llama_cpp_worker(connection, gguf: str, threads: int) -> None:

@@ -15,11 +15,12 @@ the two outside contenders. Writes reports/bench.json and reports/bench.md.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -133,13 +134,25 @@ def _cold_context(runner, context: str) -> Callable[[], dict]:
     return lambda: qa.answer(runner, QA_QUESTION, context + " " * next(calls))
 
 
-def bench_generation(showdown: Showdown, config: BenchConfig) -> list[Result]:
+Decoders = dict[str, Callable[[str, int], dict]]  # name -> (prompt, max new tokens) -> generate's result
+
+
+@contextlib.contextmanager
+def _llama_cpp(showdown: Showdown) -> Iterator[Decoders]:
+    """llama.cpp started once per bench run and shared by the timing and the greedy agreement;
+    none where the generation preset does not come from a GGUF (llama.cpp runs that same file)."""
+    gguf = source_gguf(showdown.preset("generation"), "optimized")
+    if gguf is None:
+        yield {}
+        return
+    with llama_cpp_contender(gguf, showdown.runner("generation", "baseline").tokenizer) as decoders:
+        yield decoders
+
+
+def bench_generation(showdown: Showdown, config: BenchConfig, llama_cpp: Decoders) -> list[Result]:
     baseline = showdown.runner("generation", "baseline")
     prompt = generation_prompt(baseline.tokenizer, config.generation_prompt_tokens)
-    outside = generation_contenders(baseline.path)
-    gguf = source_gguf(showdown.preset("generation"), "optimized")
-    if gguf is not None:  # a preset from a GGUF: llama.cpp runs that same file
-        outside.update(llama_cpp_contender(gguf, baseline.tokenizer))
+    outside = {**generation_contenders(baseline.path), **llama_cpp}
     contenders = {name: (lambda f: lambda: f(prompt, config.new_tokens))(f) for name, f in outside.items()}
     for variant in ("baseline", "optimized", "pruned", "pruned-optimized"):
         try:
@@ -153,7 +166,7 @@ def bench_generation(showdown: Showdown, config: BenchConfig) -> list[Result]:
     return [_result(workload, name, runs) for name, runs in timings.items()]
 
 
-def greedy_agreement(showdown: Showdown, config: BenchConfig) -> dict[str, dict]:
+def greedy_agreement(showdown: Showdown, config: BenchConfig, llama_cpp: Decoders) -> dict[str, dict]:
     """How close each decoder's greedy text stays to PyTorch fp32's (`baseline`) on held-out prompts:
     the share of its new tokens equal to the baseline's at the same position, and of identical texts.
     llama.cpp (its own Q4_1 × Q8_1 dot products) stands beside the project's variants."""
@@ -161,10 +174,7 @@ def greedy_agreement(showdown: Showdown, config: BenchConfig) -> dict[str, dict]
 
     baseline = showdown.runner("generation", "baseline")
     prompts = PROMPTS[: config.agreement_prompts]
-    decoders = {"baseline": lambda p, n: generation.generate(baseline, p, n)}
-    gguf = source_gguf(showdown.preset("generation"), "optimized")
-    if gguf is not None:
-        decoders.update(llama_cpp_contender(gguf, baseline.tokenizer))
+    decoders = {"baseline": lambda p, n: generation.generate(baseline, p, n), **llama_cpp}
     for variant in ("optimized", "pruned", "pruned-optimized"):
         try:
             runner = showdown.runner("generation", variant)
@@ -247,9 +257,10 @@ def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "ge
             bench.memory["http_api_overhead_p50_ms"] = overheads["app (HTTP API, keep-alive)"]
             bench.memory["gradio_client_floor_p50_ms"] = overheads[FLOOR]
     if "generation" in tasks:
-        bench.results += bench_generation(showdown, config)
-        if config.agreement_prompts:
-            bench.memory["agreement"] = greedy_agreement(showdown, config)
+        with _llama_cpp(showdown) as llama_cpp:
+            bench.results += bench_generation(showdown, config, llama_cpp)
+            if config.agreement_prompts:
+                bench.memory["agreement"] = greedy_agreement(showdown, config, llama_cpp)
         bandwidth = memory_bandwidth_gbs()
         bench.memory.update(bandwidth_gbs=bandwidth, decode={})
         for r in bench.results:

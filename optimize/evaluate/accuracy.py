@@ -271,14 +271,25 @@ def content_key(value) -> str:
     return hashlib.sha256(json.dumps(value).encode()).hexdigest()[:12]
 
 
+def training_record(source: Path) -> dict | None:
+    """A source's training.json, parsed once for every caller that needs it; None for a Hub model."""
+    import json
+
+    training = Path(source) / "training.json"
+    return json.loads(training.read_text()) if training.exists() else None
+
+
 def threshold_split(source: Path) -> squad.ArticleSplit:
     """Where a QA variant tunes its null threshold: the four articles before the test ones (1,563
     questions, as the default models' training does; one article of 364 decided a threshold that
     did not transfer), unless its source trained on some of them: then its training's own split."""
-    import json
+    return split_of(training_record(source))
 
-    training = Path(source) / "training.json"
-    split = json.loads(training.read_text()).get("split") if training.exists() else None
+
+def split_of(training: dict | None) -> squad.ArticleSplit:
+    """`threshold_split` from an already-read training record, so a caller that also shows the
+    record's scores reads the file once."""
+    split = training.get("split") if training is not None else None
     if split and set(split["train"]) & set(squad.WIDE_VALIDATION.validation):
         return squad.ArticleSplit(tuple(split["train"]), tuple(split["validation"]), tuple(split["test"]))
     return squad.WIDE_VALIDATION

@@ -11,7 +11,6 @@ reports/qa-answerability.{json,md}.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -38,24 +37,28 @@ def run(models: tuple[Path, ...] = (Path("weights/qa-minilm-squad2"), Path("weig
     from models.runners import load_qa_config
     from optimize.evaluate import squad
 
-    from optimize.evaluate.accuracy import threshold_split
+    from optimize.evaluate.accuracy import split_of, training_record
     from optimize.prune.sweep_encoder import forward_ms
 
     articles = squad.load_articles()
     rows = []
     for weights in models:
-        split = threshold_split(weights)  # the validation articles its threshold was tuned on
+        training = training_record(weights)
+        split = split_of(training)  # the validation articles its threshold was tuned on
         model = AutoModelForQuestionAnswering.from_pretrained(weights, dtype=torch.float32).eval()
         tokenizer, config = AutoTokenizer.from_pretrained(weights), load_qa_config(weights)
-        training = Path(weights) / "training.json"
-        shown = {"everyday_f1": json.loads(training.read_text()).get("held_out", {}).get("everyday_f1")
-                 if training.exists() else None, "torch_fp32_384_ms": round(forward_ms(model), 1)}
+        shown = {"everyday_f1": _everyday_f1(training), "torch_fp32_384_ms": round(forward_ms(model), 1)}
         for name, indices in (("validation", split.validation), ("test", split.test)):
             rows.append({**_diagnose(model, tokenizer, config, weights, name, squad.examples(articles, indices)), **shown})
             print(rows[-1], flush=True)
     save_rows("qa-answerability", "QA: spans vs answerability (shipped verifier and threshold; best-threshold F1 is "
                                   "an upper bound; the null margin's AUC beside the verifier's)", rows)
     return rows
+
+
+def _everyday_f1(training: dict | None) -> float | None:
+    """The everyday set's F1 as training recorded it; None for a model without a training record."""
+    return training.get("held_out", {}).get("everyday_f1") if training is not None else None
 
 
 def _diagnose(model, tokenizer, config, weights: Path, name: str, data) -> dict:

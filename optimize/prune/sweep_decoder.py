@@ -59,14 +59,14 @@ def run(grid: tuple[tuple[int, int, float], ...] = GRID) -> list[dict]:
     with torch.inference_mode():
         validation_reference = [teacher(input_ids=chat, use_cache=False).logits[0].argmax(-1) for chat in validation]
     influence, neurons = decoder.importance(teacher, random.Random(42).sample(chats[:-VALIDATION_CHATS], 32))
-    reference = recover._runner(teacher, tokenizer, baseline_dir)
+    reference = recover.in_memory_runner(teacher, tokenizer, baseline_dir)
     rows = []
     for dropped_count, ffn_kept, share in grid:
         student = load()
         dropped, kept = decoder.plan(influence, neurons, decoder.DecoderPruneConfig(
             layers_dropped=dropped_count, ffn_kept=ffn_kept, ffn_pruned_share=share))
         decoder.prune_with_plan(student, dropped, kept)
-        runner = recover._runner(student, tokenizer, baseline_dir)
+        runner = recover.in_memory_runner(student, tokenizer, baseline_dir)
         metrics = generation_accuracy(runner, baseline_dir, lambda: reference)
         speed = statistics.median(generation.generate(runner, "Write a short story about a robot.", 32)["tokens_per_s"]
                                   for _ in range(3))

@@ -6,11 +6,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from optimize.prune.decoder import DecoderPruneConfig, ffn_widths, importance, plan, prune_with_plan, save_recovery
+
+if TYPE_CHECKING:
+    from models.runners import Runner
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +182,9 @@ def teacher_chat_set(teacher, tokenizer, baseline_dir: Path) -> list[torch.Tenso
     return [torch.tensor(sequence)[None] for sequence in cached["sequences"]]
 
 
-def _padded(batch: list[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def padded_batch(batch: list[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids, attention mask) of (1, n) sequences of different lengths, right-padded into one batch so
+    that the distillation steps here and in the GPU scripts train on several texts at once."""
     length = max(t.shape[1] for t in batch)
     ids = torch.full((len(batch), length), pad_id, dtype=torch.long)
     mask = torch.zeros((len(batch), length), dtype=torch.long)
@@ -232,7 +238,7 @@ def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: Re
     student.train()
     tokens, started = 0, time.perf_counter()
     for step in range(start, config.steps):
-        ids, mask = (t.to(device) for t in _padded(rng.sample(texts, config.batch_size), pad_id))
+        ids, mask = (t.to(device) for t in padded_batch(rng.sample(texts, config.batch_size), pad_id))
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             with torch.inference_mode():
                 taught = teacher(input_ids=ids, attention_mask=mask, use_cache=False, output_hidden_states=hidden)
@@ -303,12 +309,11 @@ def checkpoint_seconds(path: Path) -> float:
     return float(torch.load(path, weights_only=False, mmap=True).get("seconds", 0.0)) if path.exists() else 0.0
 
 
-
-
-
-
-def _runner(model, tokenizer, path):
+def in_memory_runner(model, tokenizer, path: Path) -> Runner:
+    """A torch `Runner` around a model still in memory (a teacher, a student mid-recovery), so the
+    evaluation code, which takes Runners, measures it without saving and reloading it."""
     from models.runners import Runner
+
     return Runner(task="generation", variant="pruned", runtime="torch", path=Path(path), tokenizer=tokenizer, model=model)
 
 
@@ -367,12 +372,12 @@ def _run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig, outp
     influence, neurons = importance(student, calibration)
     dropped, kept_neurons = plan(influence, neurons, prune_config)
     prune_with_plan(student, dropped, kept_neurons)
-    reference = _runner(teacher, tokenizer, baseline_dir)
+    reference = in_memory_runner(teacher, tokenizer, baseline_dir)
     before_file = checkpoint.with_name("before_recovery.json")  # measured once per job, not once per resumed run
     if before_file.exists() and checkpoint.exists():
         before = json.loads(before_file.read_text())
     else:
-        before = generation_accuracy(_runner(student, tokenizer, output), baseline_dir, lambda: reference) if measure_before else {
+        before = generation_accuracy(in_memory_runner(student, tokenizer, output), baseline_dir, lambda: reference) if measure_before else {
             "note": "not measured here; see reports/pruning-sweep-generation.md"}
         before_file.write_text(json.dumps(before))
     log.info("dropped layers %s, FFN widths %s; before recovery %s", dropped, ffn_widths(kept_neurons), before)
@@ -383,7 +388,7 @@ def _run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig, outp
     if len(losses) < recovery_config.steps:
         return {"stopped_at_step": len(losses), "steps": recovery_config.steps, "checkpoint": str(checkpoint)}
     delta = merge_lora(student)
-    after = generation_accuracy(_runner(student, tokenizer, output), baseline_dir, lambda: reference)
+    after = generation_accuracy(in_memory_runner(student, tokenizer, output), baseline_dir, lambda: reference)
     log.info("after recovery %s", after)
     result = {
         "baseline": str(preset.variant("baseline").source.location),
