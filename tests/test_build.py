@@ -234,6 +234,23 @@ def test_a_rung_recorded_as_rejected_for_the_same_source_is_not_measured_again(t
     assert {r["missed"] for r in recorded.values()} == {r["missed"] for r in metrics.get("rejected_recipes", [])}
 
 
+def test_a_ladder_record_for_other_source_weights_is_not_used_and_says_how_to_refresh_it(tmp_path, monkeypatch, caplog):
+    """A retrained source makes its recorded rejections stale: they are ignored (every rung is
+    measured) and the build says so, instead of silently spending the time on every fresh machine."""
+    from models.catalog import PRESETS
+    from optimize.quantize import ladder_record
+
+    record = tmp_path / "ladder_record.json"
+    monkeypatch.setattr(ladder_record, "RECORD", record)
+    monkeypatch.setattr(ladder_record, "record_path", lambda preset_name: record)
+    preset = PRESETS[0].name
+    ladder_record.record(preset, "optimized", "old-sha", [{"recipe": {"quantize": True}, "missed": "F1 2.0 below"}], "a CPU")
+    assert ladder_record.known_rejections(preset, "optimized", "old-sha")
+    with caplog.at_level("WARNING", logger="optimize.quantize.ladder_record"):
+        assert ladder_record.known_rejections(preset, "optimized", "new-sha") == {}
+    assert "other source weights" in caplog.text and "--full-ladder" in caplog.text
+
+
 def test_a_committed_reference_measurement_is_read_instead_of_measuring_the_source(tiny_qa_dir, tmp_path, monkeypatch):
     """The defaults' source-side measures ship in optimize/evaluate/reference_record/ under the
     source's fingerprint: found there, the source is not loaded or measured; another source is."""

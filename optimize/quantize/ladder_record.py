@@ -10,12 +10,14 @@ The manifest lists it with its recorded measures and says it was not re-measured
 from __future__ import annotations
 
 import json
+import logging
 from datetime import date
 from pathlib import Path
 
 from optimize.cpu import isa
 
 RECORD = Path(__file__).with_name("ladder_record.json")
+log = logging.getLogger(__name__)
 
 
 def record_path(preset_name: str, committed: Path = RECORD, user_file: str = "ladder-record.json") -> Path:
@@ -36,6 +38,10 @@ def _read(path: Path) -> dict:
 def known_rejections(preset_name: str, variant_name: str, source_sha256: str) -> dict[str, dict]:
     """Recorded rejected rungs for this source on this CPU class, by canonical recipe JSON."""
     entry = _read(record_path(preset_name)).get(_key(preset_name, variant_name))
+    if entry and entry["source_sha256"] != source_sha256:  # the source was retrained after the record
+        log.warning("%s: the ladder record for this CPU class (%s) is for other source weights, so every rung "
+                    "is measured; `python -m optimize build --full-ladder` refreshes it", _key(preset_name, variant_name),
+                    entry["measured"])
     if not entry or entry["source_sha256"] != source_sha256:
         return {}
     return {canonical(rejected["recipe"]): {**rejected, "recorded": entry["measured"]} for rejected in entry["rejected"]}
