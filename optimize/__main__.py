@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--removed-answer-share", type=float, default=0.0,
                        help="share of answerable questions also asked of their paragraph with the answer's sentences "
                             "taken out (unanswerable, on topic)")
+    train.add_argument("--short-context-share", type=float, default=0.0,
+                       help="share of answerable questions also asked of their answer's sentence with one sentence "
+                            "either side (answerable, short)")
     train.add_argument("--swapped-name-share", type=float, default=0.0,
                        help="share of answerable questions also asked with a name swapped for one from another article "
                             "that the paragraph lacks (unanswerable, on topic)")
@@ -153,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
                              answerable_first_epochs=args.answerable_first_epochs, null_fraction=args.null_fraction,
                              init_from=args.init_from, answerability_weight=args.answerability_weight,
                              negatives_share=args.negatives_share, removed_answer_share=args.removed_answer_share,
-                             swapped_name_share=args.swapped_name_share, batch_size=args.batch_size, threads=args.threads)
+                             swapped_name_share=args.swapped_name_share, short_context_share=args.short_context_share,
+                             batch_size=args.batch_size, threads=args.threads)
         if args.no_extra_data:
             config.extra_data = ()
         _data_options(config, args)

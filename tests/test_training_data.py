@@ -44,6 +44,19 @@ def test_removed_answer_negatives_keep_the_paragraph_without_the_sentences_that_
     # "b" keeps one sentence only (too little to be a paragraph); "c" has no answer to remove
 
 
+def test_short_context_positives_keep_the_answer_sentence_and_its_neighbours_with_the_answer_offset():
+    context = ("The first little pig built a house of straw. The second little pig built with sticks. "
+               "The third pig used bricks. The wolf came at night.")
+    data = [squad.Example("a", "pigs", context, "Who used bricks?", ("The third pig",), (context.index("The third"),)),
+            squad.Example("b", "pigs", "Bricks are strong. So are stones.", "What is strong?", ("Bricks",), (0,)),
+            squad.Example("c", "pigs", context, "Who was afraid?", (), ())]
+    [short] = squad.short_context_positives(data, share=1.0, seed=0)
+    assert short.id == "a-short" and short.question == "Who used bricks?"
+    assert short.context == "The second little pig built with sticks. The third pig used bricks. The wolf came at night."
+    assert short.context[short.answer_starts[0]:].startswith("The third pig") and short.answers == ("The third pig",)
+    # "b" is already two sentences (nothing to cut); "c" is unanswerable
+
+
 def test_swapped_name_negatives_ask_about_a_name_from_another_article_that_the_paragraph_lacks():
     context = "Warsaw is the capital of Poland. The Vistula River flows through Warsaw."
     data = [squad.Example("a", "warsaw", context, "What river flows through Warsaw?", ("The Vistula River",), (33,)),

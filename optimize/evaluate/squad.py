@@ -139,6 +139,31 @@ def removed_answer_negatives(data: list[Example], share: float, seed: int) -> li
     return out
 
 
+def short_context_positives(data: list[Example], share: float, seed: int) -> list[Example]:
+    """Answerable examples made from answerable ones: the question asked of the sentence that holds its
+    first answer with one sentence either side. Removed-answer negatives are shorter than their
+    paragraphs and always unanswerable; these pair length with "answerable" too, so that a short, plain
+    text does not read as "no answer" (the full-data models' null score rises on such texts)."""
+    rng = random.Random(seed)
+    out = []
+    for example in data:
+        if not example.answers or rng.random() >= share:
+            continue
+        bounds = [0] + [m.end() for m in _SENTENCE_END.finditer(example.context)] + [len(example.context)]
+        sentences = [(start, end) for start, end in zip(bounds, bounds[1:]) if start < end]
+        answer_start, answer_end = example.answer_starts[0], example.answer_starts[0] + len(example.answers[0])
+        holding = [i for i, (start, end) in enumerate(sentences) if start < answer_end and answer_start < end]
+        first, last = max(0, holding[0] - 1), min(len(sentences), holding[-1] + 2)
+        if last - first >= len(sentences):
+            continue  # the paragraph is already this short
+        crop_start = sentences[first][0]
+        context = example.context[crop_start:sentences[last - 1][1]].rstrip()
+        out.append(Example(id=f"{example.id}-short", article=example.article, context=context,
+                           question=example.question, answers=(example.answers[0],),
+                           answer_starts=(answer_start - crop_start,)))
+    return out
+
+
 def swapped_name_negatives(data: list[Example], share: float, seed: int) -> list[Example]:
     """Unanswerable examples made from answerable ones: a name in the question that its paragraph
     contains, replaced by a name from another article's questions that the paragraph does not

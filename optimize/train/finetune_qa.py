@@ -46,6 +46,7 @@ class TrainConfig:
     negatives_share: float = 0.3  # answerable questions also paired with another paragraph of their article
     removed_answer_share: float = 0.0  # answerable questions also asked of their paragraph without the answer's sentences
     swapped_name_share: float = 0.0  # answerable questions asked again with a name swapped for one the paragraph lacks
+    short_context_share: float = 0.0  # answerable questions asked again of their answer's sentence and its neighbours
     epochs: int = 3
     batch_size: int = 16
     learning_rate: float = 1e-4
@@ -98,7 +99,8 @@ def training_examples(config: TrainConfig, articles: list[dict]) -> list[squad.E
             unique.append(example)
     return (unique + squad.other_paragraph_negatives(unique, config.negatives_share, config.seed)
             + squad.removed_answer_negatives(unique, config.removed_answer_share, config.seed)
-            + squad.swapped_name_negatives(unique, config.swapped_name_share, config.seed))
+            + squad.swapped_name_negatives(unique, config.swapped_name_share, config.seed)
+            + squad.short_context_positives(unique, config.short_context_share, config.seed))
 
 
 def validation_score(metrics: dict, forced_metrics: dict) -> float:
@@ -182,7 +184,7 @@ def finish(model_dir: Path, tokenizer, config: TrainConfig, best: dict, history:
         "articles": {name: [articles[i]["title"] for i in getattr(config.split, name)] for name in ("train", "validation", "test")},
         "extra_data": [p.name for p in config.extra_data], "negatives_share": config.negatives_share,
         "removed_answer_share": config.removed_answer_share,
-        "swapped_name_share": config.swapped_name_share,
+        "swapped_name_share": config.swapped_name_share, "short_context_share": config.short_context_share,
         "seed": config.seed, "epochs": config.epochs, "best_epoch": best["epoch"],
         "batch_size": config.batch_size, "learning_rate": config.learning_rate, "history": history,
         "validation": {k: round(v, 2) for k, v in best["metrics"].items()},
