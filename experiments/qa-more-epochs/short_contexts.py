@@ -1,10 +1,10 @@
-"""How much of the everyday shift is context length? Every third answerable validation question, asked of
-its whole paragraph and of the answer's sentence with one sentence either side: mean null score and
+"""How much of the everyday shift is context length? Every third answerable validation question whose
+paragraph is longer than three sentences, asked of its whole paragraph and of the answer's sentence with
+one sentence either side (`squad.short_context_positives`, as training crops it): mean null score and
 margin of each model, through the serving pre/post-processing.
 
 PYTHONPATH=. python experiments/qa-more-epochs/short_contexts.py MODEL_DIR ..."""
 import functools
-import re
 import sys
 
 import numpy as np
@@ -15,29 +15,17 @@ from models.qa import postprocess, preprocess
 from models.runners import load_qa_config, torch_qa_logits
 from optimize.evaluate import squad
 
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-def cropped(example: squad.Example) -> str:
-    """The sentence holding the first answer, with its neighbours."""
-    bounds, position = [], 0
-    for sentence in SENTENCE_END.split(example.context):
-        start = example.context.index(sentence, position)
-        bounds.append((start, start + len(sentence)))
-        position = start + len(sentence)
-    index = next(k for k, (start, end) in enumerate(bounds) if start <= example.answer_starts[0] < end)
-    first, last = max(0, index - 1), min(len(bounds), index + 2)
-    return example.context[bounds[first][0]:bounds[last - 1][1]]
-
-
 torch.set_num_threads(2)
-questions = [e for e in squad.examples(squad.load_articles(), squad.WIDE_VALIDATION.validation) if e.answers][::3]
+# every third answerable validation question, with its crop as training makes it (train-qa --short-context-share)
+answerable = [e for e in squad.examples(squad.load_articles(), squad.WIDE_VALIDATION.validation) if e.answers][::3]
+crops = {e.id.removesuffix("-short"): e.context for e in squad.short_context_positives(answerable, share=1.0, seed=0)}
+questions = [e for e in answerable if e.id in crops]
 for model_dir in sys.argv[1:]:
     tokenizer, config = AutoTokenizer.from_pretrained(model_dir), load_qa_config(model_dir)
     forward = functools.partial(torch_qa_logits, AutoModelForQuestionAnswering.from_pretrained(model_dir).eval())
     measured = {"whole paragraph": [], "three sentences": []}
     for example in questions:
-        for name, context in (("whole paragraph", example.context), ("three sentences", cropped(example))):
+        for name, context in (("whole paragraph", example.context), ("three sentences", crops[example.id])):
             windows = preprocess(tokenizer, example.question, context, config)
             answer = postprocess(windows, *forward(windows.inputs), context, config)
             measured[name].append((answer.null_score, answer.score))

@@ -116,6 +116,12 @@ def other_paragraph_negatives(data: list[Example], share: float, seed: int) -> l
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 
+def sentence_bounds(context: str) -> list[tuple[int, int]]:
+    """(start, end) character offsets of each sentence of a paragraph, as the generated examples cut it."""
+    bounds = [0] + [m.end() for m in _SENTENCE_END.finditer(context)] + [len(context)]
+    return [(start, end) for start, end in zip(bounds, bounds[1:]) if start < end]
+
+
 def removed_answer_negatives(data: list[Example], share: float, seed: int) -> list[Example]:
     """Unanswerable examples made from answerable ones: the question asked of its own paragraph with
     the sentences that hold its answers taken out. The rest of the paragraph stays on topic and
@@ -126,8 +132,7 @@ def removed_answer_negatives(data: list[Example], share: float, seed: int) -> li
     for example in data:
         if not example.answers or rng.random() >= share:
             continue
-        bounds = [0] + [m.end() for m in _SENTENCE_END.finditer(example.context)] + [len(example.context)]
-        sentences = [(start, end) for start, end in zip(bounds, bounds[1:]) if start < end]
+        sentences = sentence_bounds(example.context)
         spans = [(s, s + len(a)) for s, a in zip(example.answer_starts, example.answers)]
         kept = [example.context[start:end].strip() for start, end in sentences
                 if not any(start < span_end and span_start < end for span_start, span_end in spans)]
@@ -149,8 +154,7 @@ def short_context_positives(data: list[Example], share: float, seed: int) -> lis
     for example in data:
         if not example.answers or rng.random() >= share:
             continue
-        bounds = [0] + [m.end() for m in _SENTENCE_END.finditer(example.context)] + [len(example.context)]
-        sentences = [(start, end) for start, end in zip(bounds, bounds[1:]) if start < end]
+        sentences = sentence_bounds(example.context)
         answer_start, answer_end = example.answer_starts[0], example.answer_starts[0] + len(example.answers[0])
         holding = [i for i, (start, end) in enumerate(sentences) if start < answer_end and answer_start < end]
         first, last = max(0, holding[0] - 1), min(len(sentences), holding[-1] + 2)

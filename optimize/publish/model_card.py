@@ -185,7 +185,7 @@ def reproduce(training: dict) -> str:
                       f"forced {stage['test_forced_span']['HasAns_f1']:.1f})", prune_command(stage, output)]
             continue
         extras = data_flags(stage) + f" --negatives-share {stage.get('negatives_share', 0.0)}"
-        extras += "".join(f" {flag} {stage[key]}" for key, (flag, _) in NEGATIVES.items()
+        extras += "".join(f" {flag} {stage[key]}" for key, (flag, _) in GENERATED_EXAMPLES.items()
                           if key != "negatives_share" and stage.get(key))
         scored = (f"test F1 {stage['test']['overall_f1']:.1f}, HasAns {stage['test']['HasAns_f1']:.1f}" if "test" in stage
                   else stage.get("held_out_note", "not scored on the test articles"))
@@ -197,12 +197,14 @@ def reproduce(training: dict) -> str:
     return "\n".join(lines[1:] if len(chain) == 1 else lines)
 
 
-NEGATIVES = {  # training.json key → (train-qa flag, the unanswerable examples it generates)
+GENERATED_EXAMPLES = {  # training.json key → (train-qa flag, the examples it generates from answerable ones)
     "negatives_share": ("--negatives-share", "paired with another paragraph of their article as unanswerable negatives"),
     "removed_answer_share": ("--removed-answer-share",
                              "asked of their paragraph with the answer's sentences taken out, as unanswerable negatives"),
     "swapped_name_share": ("--swapped-name-share", "asked with a name swapped for one from another article that the "
                                                    "paragraph lacks, as unanswerable negatives"),
+    "short_context_share": ("--short-context-share", "asked of their answer's sentence with one sentence either side, "
+                                                     "as short answerable examples"),
 }
 
 
@@ -222,7 +224,7 @@ def extra_data(training: dict) -> str:
     extra = [f"{name} ({described[name]})" if name in described else name for name in training.get("extra_data") or []]
     text = f"; plus every article of {'; '.join(extra)}" if extra else ""
     text += "".join(f"; {training[key]:.0%} of answerable questions also {what}"
-                    for key, (_, what) in NEGATIVES.items() if training.get(key))
+                    for key, (_, what) in GENERATED_EXAMPLES.items() if training.get(key))
     return text
 
 

@@ -38,11 +38,12 @@ def _read(path: Path) -> dict:
 def known_rejections(preset_name: str, variant_name: str, source_sha256: str) -> dict[str, dict]:
     """Recorded rejected rungs for this source on this CPU class, by canonical recipe JSON."""
     entry = _read(record_path(preset_name)).get(_key(preset_name, variant_name))
-    if entry and entry["source_sha256"] != source_sha256:  # the source was retrained after the record
+    if not entry:
+        return {}
+    if entry["source_sha256"] != source_sha256:  # the source was retrained after the record
         log.warning("%s: the ladder record for this CPU class (%s) is for other source weights, so every rung "
                     "is measured; `python -m optimize build --full-ladder` refreshes it", _key(preset_name, variant_name),
                     entry["measured"])
-    if not entry or entry["source_sha256"] != source_sha256:
         return {}
     return {canonical(rejected["recipe"]): {**rejected, "recorded": entry["measured"]} for rejected in entry["rejected"]}
 
