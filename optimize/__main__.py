@@ -40,6 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--answerability-stage", action="store_true",
                        help="a second stage for a --full-data model (with --init-from): the SQuAD 2.0 files only, where "
                             "the real unanswerable questions are, validated on the same four articles")
+    train.add_argument("--more-negatives", action="store_true",
+                       help="also train on the 13 more SQuAD 2.0 dev articles (../shared/data/squad-v2-dev-more: "
+                            "1,964 real unanswerable questions)")
+    train.add_argument("--no-test", action="store_true",
+                       help="score validation only: the test articles are scored once, by remeasure-qa, for a "
+                            "candidate its validation rule has chosen")
     train.add_argument("--batch-size", type=int, default=16)
     train.add_argument("--threads", type=int, default=2)
     train.add_argument("--no-bf16", action="store_true", help="no bf16 autocast even where the CPU has bf16 instructions")
@@ -161,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.no_extra_data:
             config.extra_data = ()
         _data_options(config, args)
+        if args.more_negatives:
+            from optimize.evaluate import squad
+            config.extra_data = (*config.extra_data, squad.MORE_DEV_PATH)
+        config.score_test = not args.no_test
         if args.save_compact:
             from optimize.train.finetune_qa import save_compact
             print(f"compact checkpoint (commit it to continue in a fresh clone): {save_compact(config)}")

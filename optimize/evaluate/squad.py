@@ -21,6 +21,9 @@ SHARED_DATA = Path(os.environ.get("SHOWDOWN_SHARED_DATA", Path(__file__).resolve
 DEFAULT_SQUAD_PATH = SHARED_DATA / "squad-v2-dev" / "dev-v2.0.json"
 # The first 10 articles of the official SQuAD 2.0 train set: extra training data, no title shared with dev.
 TRAIN_HEAD_PATH = SHARED_DATA / "squad-v2-train-head" / "train-v2.0-first10.json"
+# 13 more articles of the official SQuAD 2.0 dev set (4,079 questions, 1,964 unanswerable), none of
+# whose paragraphs is in the other files: real crowd-written negatives for training (issue 48).
+MORE_DEV_PATH = SHARED_DATA / "squad-v2-dev-more" / "dev-v2.0-more.json"
 # The whole SQuAD 1.1 training set (442 articles, all answerable; its first 10 are TRAIN_HEAD_PATH's).
 SQUAD11_TRAIN_PATH = SHARED_DATA / "squad-v1.1-train" / "train-v1.1.json"
 # The project's own hand-written questions on everyday texts: they measure, they never teach.

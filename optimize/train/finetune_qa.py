@@ -64,11 +64,12 @@ class TrainConfig:
     device: str = field(default_factory=lambda: "cuda" if torch.cuda.is_available() else "cpu")
     qa: QAConfig = field(default_factory=QAConfig)
     checkpoint_every: int = 200  # steps between checkpoints when fit() is given a checkpoint path
+    score_test: bool = True  # False: validation only; remeasure-qa scores the test articles of a chosen candidate
 
     def resumable_key(self) -> dict:
         """What a checkpoint must share with the run that continues it (threads, device and
         checkpoint spacing may change between runs; the data, schedule and seed may not)."""
-        return {k: str(v) for k, v in self.__dict__.items() if k not in ("threads", "device", "checkpoint_every")}
+        return {k: str(v) for k, v in self.__dict__.items() if k not in ("threads", "device", "checkpoint_every", "score_test")}
 
 
 def answerability_loss(outputs, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -188,7 +189,12 @@ def finish(model_dir: Path, tokenizer, config: TrainConfig, best: dict, history:
         "seed": config.seed, "epochs": config.epochs, "best_epoch": best["epoch"],
         "batch_size": config.batch_size, "learning_rate": config.learning_rate, "history": history,
         "validation": {k: round(v, 2) for k, v in best["metrics"].items()},
+        "validation_score": round(validation_score(best["metrics"], best["forced_metrics"]), 2),
     }
+    if not config.score_test:  # a candidate: its validation rule decides before any look at the test articles
+        result["held_out_note"] = "test articles not scored: a candidate waiting for its validation rule"
+        (model_dir / "training.json").write_text(json.dumps(result, indent=2) + "\n")
+        return result
     return remeasure(model_dir, result, config)
 
 
@@ -312,5 +318,6 @@ def _train(config: TrainConfig, checkpoint: Path, stop_after: int | None) -> dic
         previous = config.init_from / "training.json"
         extra["stages"] = [json.loads(previous.read_text()) if previous.exists() else str(config.init_from)]
     result = finish(config.output, tokenizer, config, best, history, articles, extra)
-    write_qa_card(config.output)
+    if config.score_test:
+        write_qa_card(config.output)
     return result
