@@ -120,18 +120,32 @@ def _gate_text(accuracy: dict) -> str:
     return f"\n\n⚠️ missed accuracy gate: {'; '.join(missed)}" if missed else ""
 
 
-def _stats(status: dict, result: dict, baseline_ms: float | None, task: str) -> str:
+def _speedup(result: dict, baseline: dict | None, task: str) -> str:
+    """QA: the baseline's total time over this variant's. Generation: decoding speed over the
+    baseline's, with the first token apart: total times of texts of different lengths do not compare."""
+    if baseline is None:
+        return "speedup: run baseline too"
+    if task == "qa":
+        return f"**{baseline['latency_ms']['total'] / result['latency_ms']['total']:.2f}x** vs baseline"
+    decode, base_decode = result.get("decode_tokens_per_s", 0.0), baseline.get("decode_tokens_per_s", 0.0)
+    if not decode or not base_decode:
+        return "speedup: too few tokens to time decoding"
+    first = baseline["ttft_ms"] / result["ttft_ms"] if result["ttft_ms"] else float("nan")
+    return f"decoding **{decode / base_decode:.2f}x** vs baseline · first token {first:.2f}x"
+
+
+def _stats(status: dict, result: dict, baseline: dict | None, task: str) -> str:
     latency = result["latency_ms"]
-    speedup = f"**{baseline_ms / latency['total']:.2f}x** vs baseline" if baseline_ms else "speedup: run baseline too"
     lines = [
-        f"**{_ms(latency['total'])}** total · {speedup}",
-        f"tokenize {_ms(latency['tokenize'])} · model {_ms(latency['model'])} · post {_ms(latency['post'])}",
+        f"**{_ms(latency['total'])}** total · {_speedup(result, baseline, task)}",
+        f"tokenize {_ms(latency['tokenize'])} · model {_ms(latency['model'])} · post {_ms(latency['post'])}"
+        + (f" · timed {result['timing']}" if result.get("timing") else ""),
     ]
     if latency.get("wait", 0) > WAIT_SHOWN_MS:  # queued behind another request: not in the total
         lines.insert(1, f"⏳ waited {latency['wait']:,.0f} ms for another visitor")
     if task == "generation":
-        lines.append(f"first token {_ms(result['ttft_ms'])} · **{result['tokens_per_s']:.1f} tokens/s** "
-                     f"({result['new_tokens']} tokens)")
+        lines.append(f"first token {_ms(result['ttft_ms'])} (prompt {result.get('prefill_tokens_per_s', 0):,.0f} tokens/s) · "
+                     f"**decoding {result.get('decode_tokens_per_s', 0):.1f} tokens/s** · {result['new_tokens']} tokens written")
     else:
         lines.append(f"{result['tokens']} tokens in {result['windows']} window(s) · null margin {result['score']:+.2f}"
                      + (f" · answerability {result['answerability']:+.2f}" if result.get("verifier") and result.get("answerability") is not None else ""))
@@ -229,11 +243,11 @@ def _check(validate, *args, selected: list[str]) -> list[str]:
 def _record(showdown: Showdown, task: str, results: dict, stats: dict, history: pd.DataFrame) -> list:
     """Fill each column's stats (speedup against this run's baseline) and extend the session's
     history; returns the history and both charts' values."""
-    baseline_ms = results["baseline"]["latency_ms"]["total"] if "baseline" in results else None
+    baseline = results.get("baseline")
     run = int(history["run"].max()) + 1 if len(history) else 1
     rows = []
     for variant, result in results.items():
-        stats[variant] = _stats(showdown.variant_status(task, variant), result, baseline_ms, task)
+        stats[variant] = _stats(showdown.variant_status(task, variant), result, baseline, task)
         rows.append({"run": run, "variant": variant, "latency_ms": result["latency_ms"]["total"]})
     history = pd.concat([history, pd.DataFrame(rows, columns=CHART_COLUMNS)], ignore_index=True)
     history = history[history["run"] > run - HISTORY_RUNS].astype({"run": int, "variant": str, "latency_ms": float})
@@ -258,22 +272,21 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
     measurer = measurer or MeasureHere()
     statuses = {(s["task"], s["variant"]): s for s in showdown.variants()}
 
-    def compare_qa(context: str, question: str, selected: list[str], allow_no_answer: bool, history: pd.DataFrame,
+    def answer_click(context: str, question: str, selected: list[str], allow_no_answer: bool, history: pd.DataFrame,
                    preset: str | None = None):
         from models.qa import validate
         chosen = _check(validate, question, context, selected=selected)
         showdown_here = _using(showdown, "qa", preset)
         answers, stats, results = {v: gr.update() for v in VARIANTS}, {v: gr.update() for v in VARIANTS}, {}
-        for variant in showdown.run_order(chosen):
-            try:
-                results[variant] = showdown_here.answer(context, question, variant, bool(allow_no_answer))
-                answers[variant] = _qa_answer_text(results[variant])
-            except USER_ERRORS as error:
-                answers[variant], stats[variant] = "", f"⚠️ {error}"
+        for variant, result in showdown_here.compare(context, question, chosen, bool(allow_no_answer)).items():
+            if "error" in result:
+                answers[variant], stats[variant] = "", f"⚠️ {result['error']}"
+            else:
+                results[variant], answers[variant] = result, _qa_answer_text(result)
         charts = _record(showdown_here, "qa", results, stats, history)  # fills `stats` first
         return [*answers.values(), *stats.values(), *charts]
 
-    def compare_generation(prompt: str, max_new_tokens: int, selected: list[str], history: pd.DataFrame,
+    def generate_click(prompt: str, max_new_tokens: int, selected: list[str], history: pd.DataFrame,
                            preset: str | None = None):
         from models.generation import validate
         chosen = _check(validate, prompt, max_new_tokens, selected=selected)
@@ -283,7 +296,7 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
         for variant in showdown.run_order(chosen):
             texts[variant], stats[variant] = "", "generating…"
             try:
-                for update in showdown_here.stream(prompt, variant, max_new_tokens):
+                for update in showdown_here.stream(prompt, variant, max_new_tokens, warm_up=True):
                     texts[variant] = update.text
                     if update.done:
                         results[variant] = update.result
@@ -317,7 +330,7 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
             gr.Examples(QA_EXAMPLES, inputs=[context, question, allow_no_answer])
             qa_answers, qa_stats, qa_history, qa_charts = _variant_columns("qa", "Answer", 1, "QA")
             qa_preset.change(_fresh_history, None, [qa_history, *qa_charts], api_visibility="private")
-            qa_button.click(compare_qa, [context, question, qa_selected, allow_no_answer, qa_history, qa_preset],
+            qa_button.click(answer_click, [context, question, qa_selected, allow_no_answer, qa_history, qa_preset],
                             [*qa_answers, *qa_stats, qa_history, *qa_charts], api_visibility="private"
                             ).then(_chart_tops, qa_history, qa_charts, queue=False, api_visibility="private")
 
@@ -334,7 +347,7 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
             gr.Examples(GENERATION_EXAMPLES, inputs=[prompt], example_labels=[row[0] for row in GENERATION_EXAMPLES])
             gen_texts, gen_stats, gen_history, gen_charts = _variant_columns("generation", "Text", 6, "generation")
             gen_preset.change(_fresh_history, None, [gen_history, *gen_charts], api_visibility="private")
-            gen_button.click(compare_generation, [prompt, max_new_tokens, gen_selected, gen_history, gen_preset],
+            gen_button.click(generate_click, [prompt, max_new_tokens, gen_selected, gen_history, gen_preset],
                              [*gen_texts, *gen_stats, gen_history, *gen_charts], api_visibility="private"
                              ).then(_chart_tops, gen_history, gen_charts, queue=False, api_visibility="private")
 
@@ -375,6 +388,7 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
         gr.api(api_qa(showdown), api_name="qa")
         gr.api(api_generate(showdown), api_name="generate")
         gr.api(api_qa(showdown, with_preset=True), api_name="qa_preset")
+        gr.api(api_compare_qa(showdown), api_name="compare_qa")
         gr.api(api_generate(showdown, with_preset=True), api_name="generate_preset")
     return demo
 
@@ -408,6 +422,16 @@ def api_qa(showdown: Showdown, with_preset: bool = False):
         """As /qa, with `preset`: another model built here (the app's picker; /variants names the one shown)."""
         return answer(context, question, variant, handle_impossible_answer, preset)
     return qa_preset if with_preset else qa
+
+
+def api_compare_qa(showdown: Showdown):
+    @_messages_for_users
+    def compare_qa(context: str, question: str, variants: list[str] | None = None,
+                   handle_impossible_answer: bool = False) -> dict:
+        """What a click of the QA tab computes: every variant named (default: all) answers, each
+        timed after one untimed warm-up call, with `speedup` over the baseline's total time."""
+        return showdown.compare(context, question, list(variants or VARIANTS), bool(handle_impossible_answer))
+    return compare_qa
 
 
 def api_generate(showdown: Showdown, with_preset: bool = False):

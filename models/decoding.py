@@ -122,9 +122,10 @@ class GreedyDecoder:
         self.session.run_with_iobinding(binding)
         return torch.from_numpy(binding.get_outputs()[0].numpy())
 
-    def generate(self, input_ids: torch.Tensor, max_new_tokens: int, streamer=None) -> torch.Tensor:
+    def generate(self, input_ids: torch.Tensor, max_new_tokens: int, streamer=None, ignore_eos: bool = False) -> torch.Tensor:
         """Same contract as transformers' greedy `generate` with a streamer: the prompt, then
-        each new token is `put`; stops at an end-of-sequence token (which is kept, as there)."""
+        each new token is `put`; stops at an end-of-sequence token (which is kept, as there) unless
+        `ignore_eos` (a timing of exactly `max_new_tokens` steps, as llama-bench times)."""
         ids = input_ids.numpy().astype(np.int64)
         past_length = 0
         if self.shares_kv_buffer:
@@ -144,7 +145,7 @@ class GreedyDecoder:
             generated.append(token)
             if streamer is not None:
                 streamer.put(torch.tensor([token]))
-            if token in self.eos_token_ids:
+            if token in self.eos_token_ids and not ignore_eos:
                 break
             ids = np.array([[token]], dtype=np.int64)
         if streamer is not None:

@@ -72,8 +72,9 @@ class _TimedStreamer:
         self.tokens.put(None)
 
 
-def stream(runner, prompt: str, max_new_tokens: int = 64) -> Iterator[Update]:
-    """Yield the text as it grows; the last update carries the timings."""
+def stream(runner, prompt: str, max_new_tokens: int = 64, ignore_eos: bool = False) -> Iterator[Update]:
+    """Yield the text as it grows; the last update carries the timings. `ignore_eos`: write exactly
+    `max_new_tokens` (benches compare speeds on equal token counts)."""
     prompt, max_new_tokens = validate(prompt, max_new_tokens)
     tokenizer = runner.tokenizer
     started = time.perf_counter()
@@ -84,7 +85,7 @@ def stream(runner, prompt: str, max_new_tokens: int = 64) -> Iterator[Update]:
 
     def run() -> None:
         try:
-            runner.generate(input_ids, max_new_tokens, streamer=streamer)
+            runner.generate(input_ids, max_new_tokens, streamer=streamer, **({"ignore_eos": True} if ignore_eos else {}))
         except BaseException as error:  # re-raised in the caller's thread
             failure.append(error)
             streamer.end()
@@ -116,6 +117,7 @@ def stream(runner, prompt: str, max_new_tokens: int = 64) -> Iterator[Update]:
         "prompt_tokens": int(input_ids.shape[1]),
         "ttft_ms": 1e3 * (stamps[0] - tokenized) if stamps else 0.0,
         "tokens_per_s": len(new_ids) / (model_ms / 1e3) if model_ms > 0 else 0.0,
+        **phase_speeds(int(input_ids.shape[1]), tokenized, stamps),
         "latency_ms": {
             "tokenize": 1e3 * (tokenized - started),
             "model": model_ms,
@@ -126,9 +128,19 @@ def stream(runner, prompt: str, max_new_tokens: int = 64) -> Iterator[Update]:
     yield Update(text=text, done=True, result=result)
 
 
-def generate(runner, prompt: str, max_new_tokens: int = 64) -> dict:
+def phase_speeds(prompt_tokens: int, tokenized: float, stamps: list[float]) -> dict[str, float]:
+    """Prompt processing and decoding apart: the first token's wait is the prefill (the whole prompt
+    in one pass), every later token is one decoding step. A speed over both mixes a prompt-bound and
+    a bandwidth-bound phase, and one over different token counts is not a comparison."""
+    prefill_s = stamps[0] - tokenized if stamps else 0.0
+    decode_s = stamps[-1] - stamps[0] if len(stamps) > 1 else 0.0
+    return {"prefill_tokens_per_s": prompt_tokens / prefill_s if prefill_s > 0 else 0.0,
+            "decode_tokens_per_s": (len(stamps) - 1) / decode_s if decode_s > 0 else 0.0}
+
+
+def generate(runner, prompt: str, max_new_tokens: int = 64, ignore_eos: bool = False) -> dict:
     """The whole generation at once: the `/generate` API's response."""
-    for update in stream(runner, prompt, max_new_tokens):
+    for update in stream(runner, prompt, max_new_tokens, ignore_eos):
         if update.done:
             return update.result
     raise RuntimeError("generation ended without a result")

@@ -31,6 +31,9 @@ class Row:
     speedup_p50: float
     tokens_per_s: float | None = None
     ttft_ms: float | None = None
+    decode_tokens_per_s: float | None = None  # generation: after the first token
+    prefill_tokens_per_s: float | None = None  # generation: the prompt's tokens over the time to the first token
+    new_tokens: int | None = None  # generation: tokens written per timed call
     # QA at longer contexts: [{"tokens", "windows", "p50_ms", "speedup"}], beside the one-window headline
     latency_by_length: list[dict] = field(default_factory=list)
 
@@ -89,7 +92,10 @@ class Report:
                 "speedup": f"{row.speedup_p50:.2f}x",
             }
             if self.task == "generation":
+                line["tokens written"] = row.new_tokens if row.new_tokens is not None else "—"
                 line["tokens/s"] = round(row.tokens_per_s or 0, 1)
+                line["prompt tokens/s"] = round(row.prefill_tokens_per_s, 0) if row.prefill_tokens_per_s else "—"
+                line["decode tokens/s"] = round(row.decode_tokens_per_s, 1) if row.decode_tokens_per_s else "—"
                 line["TTFT (ms)"] = round(row.ttft_ms or 0, 1)
             out.append(line)
         return out

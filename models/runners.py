@@ -47,14 +47,16 @@ class Runner:
         out = self.model(**inputs)
         return np.asarray(out.start_logits, dtype=np.float32), np.asarray(out.end_logits, dtype=np.float32)
 
-    def generate(self, input_ids: torch.Tensor, max_new_tokens: int, streamer=None) -> torch.Tensor:
+    def generate(self, input_ids: torch.Tensor, max_new_tokens: int, streamer=None, ignore_eos: bool = False) -> torch.Tensor:
         """Greedy decoding with the KV cache: transformers' generate loop for PyTorch, the lean
-        IO-bound loop of models/decoding.py for ONNX Runtime (same tokens, half the overhead)."""
+        IO-bound loop of models/decoding.py for ONNX Runtime (same tokens, half the overhead).
+        `ignore_eos`: exactly `max_new_tokens` steps, for timings that compare equal work."""
         if hasattr(self.model, "decoder"):  # models.decoding.OnnxCausalLM
-            return self.model.decoder.generate(input_ids, max_new_tokens, streamer=streamer)
+            return self.model.decoder.generate(input_ids, max_new_tokens, streamer=streamer, ignore_eos=ignore_eos)
         with torch.inference_mode():
             return self.model.generate(
                 input_ids=input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=max_new_tokens,
+                min_new_tokens=max_new_tokens if ignore_eos else None,
                 do_sample=False, use_cache=True, streamer=streamer, pad_token_id=self.tokenizer.eos_token_id,
             )
 

@@ -35,6 +35,13 @@ SEED_CONTEXT_LONG = WARMUP_CONTEXT + (" The third little pig worked very hard al
                                       "bricks. Then, they sang and danced and played together the rest of the day.")
 
 
+# What a reported time is: the call right after an untimed one on the same input (the app's clicks),
+# or a lone call after whatever idle time preceded it (the API's default).
+TIMED_AFTER_WARM_UP = "after one untimed warm-up call"
+TIMED_ALONE = "one call, no warm-up"
+WARM_UP_TOKENS = 4  # a generation warm-up: the prompt's prefill and three decoding steps
+
+
 def _read_json(path: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
@@ -282,8 +289,15 @@ class Showdown:
         with self._run_lock:
             yield 1e3 * (time.perf_counter() - asked)
 
-    def answer(self, context: str, question: str, variant: str, handle_impossible_answer: bool = False) -> dict:
+    def answer(self, context: str, question: str, variant: str, handle_impossible_answer: bool = False,
+               warm_up: bool = False) -> dict:
         """The `/qa` response; `latency_ms.wait` (time queued behind other visitors) is not in `total`.
+
+        `warm_up`: one untimed call on the same input first, inside the same turn. A visitor's click
+        follows idle time, after which every runtime's first call is slower (threads asleep, caches
+        cold: pruned-optimized 18 ms back to back, 34-39 ms after a second idle), so a lone timed
+        call measures how long the variant idled, not the variant; the warm-up makes a click's times
+        comparable across variants and with the bench's warm loops (`timing` says which was taken).
 
         The forward runs on one long-lived thread rather than on whichever worker thread the web
         server picked: a thread new to PyTorch builds its OpenMP team and caches first (pruned QA at
@@ -291,25 +305,53 @@ class Showdown:
         experiments/app-timing/measure_inflation.py)."""
         qa.validate(question, context)
         runner = self.runner("qa", variant)
+        call = lambda: qa.answer(runner, question, context, handle_impossible_answer)  # noqa: E731
         with self._turn() as wait_ms:
-            result = self._model_thread.submit(qa.answer, runner, question, context, handle_impossible_answer).result()
+            if warm_up:
+                self._model_thread.submit(call).result()
+            result = self._model_thread.submit(call).result()
         result["latency_ms"]["wait"] = wait_ms
+        result["timing"] = TIMED_AFTER_WARM_UP if warm_up else TIMED_ALONE
         return result
 
-    def stream(self, prompt: str, variant: str, max_new_tokens: int) -> Iterator[generation.Update]:
+    def compare(self, context: str, question: str, variants: list[str], handle_impossible_answer: bool = False
+                ) -> dict[str, dict]:
+        """A click of the QA tab: each chosen variant answers, timed after one untimed warm-up call,
+        in an order that rotates on every click; `speedup` is the baseline's total time over the
+        variant's when the baseline ran too. A variant that cannot answer gives {"error": why}."""
+        qa.validate(question, context)
+        if not variants:
+            raise InputError("Select at least one variant.")
+        results: dict[str, dict] = {}
+        for variant in self.run_order([v for v in VARIANTS if v in variants]):
+            try:
+                results[variant] = self.answer(context, question, variant, handle_impossible_answer, warm_up=True)
+            except VariantUnavailable as error:
+                results[variant] = {"error": str(error)}
+        baseline = results.get("baseline", {}).get("latency_ms", {}).get("total")
+        for result in results.values():
+            if baseline and "latency_ms" in result:
+                result["speedup"] = baseline / result["latency_ms"]["total"]
+        return {v: results[v] for v in VARIANTS if v in results}
+
+    def stream(self, prompt: str, variant: str, max_new_tokens: int, warm_up: bool = False) -> Iterator[generation.Update]:
         """Generation updates; the last one's `latency_ms.wait` says how long it queued. The
         decoding loop runs on the model thread too (generation.stream would start a new thread
-        for it on every call)."""
+        for it on every call). `warm_up`: as for `answer`, a short untimed generation of the same
+        prompt first (its prefill and a few decoding steps)."""
         generation.validate(prompt, max_new_tokens)
         runner = _OnModelThread(self.runner("generation", variant), self._model_thread)
         with self._turn() as wait_ms:
+            if warm_up:
+                generation.generate(runner, prompt, min(max_new_tokens, WARM_UP_TOKENS))
             for update in generation.stream(runner, prompt, max_new_tokens):
                 if update.done:
                     update.result["latency_ms"]["wait"] = wait_ms
+                    update.result["timing"] = TIMED_AFTER_WARM_UP if warm_up else TIMED_ALONE
                 yield update
 
-    def generate(self, prompt: str, variant: str, max_new_tokens: int) -> dict:
-        *_, last = self.stream(prompt, variant, max_new_tokens)
+    def generate(self, prompt: str, variant: str, max_new_tokens: int, warm_up: bool = False) -> dict:
+        *_, last = self.stream(prompt, variant, max_new_tokens, warm_up)
         return last.result
 
     # --- building -----------------------------------------------------------------------------

@@ -55,6 +55,27 @@ def test_generate_endpoint_streams_tokens_and_reports_speed(client, variant):
     assert isinstance(result["text"], str)
 
 
+def test_generation_reports_prompt_and_decoding_speed_apart(client):
+    """Issue 52 item 2 / 47: the prompt's speed (its tokens over the time to the first token) and the
+    decoding speed (later tokens over their time) are reported apart, beside the tokens written."""
+    result = client.predict("Say hello", "baseline", 5, api_name="/generate")
+    assert result["prefill_tokens_per_s"] > 0 and result["decode_tokens_per_s"] > 0 and result["prompt_tokens"] > 0
+    assert result["timing"] == "one call, no warm-up"
+
+
+def test_compare_qa_times_each_variant_after_a_warm_up_with_its_speedup(client):
+    """Issue 47: a click's computation through the API: every variant answers, each timed after one
+    untimed call on the same input, with its speedup over the baseline's total time."""
+    results = client.predict(SEED, "Who worked harder?", ["optimized", "baseline"], api_name="/compare_qa")
+    assert list(results) == ["baseline", "optimized"]  # the catalog's order, whatever ran first
+    for result in results.values():
+        assert result["timing"] == "after one untimed warm-up call"
+        assert result["speedup"] == pytest.approx(results["baseline"]["latency_ms"]["total"] / result["latency_ms"]["total"])
+    assert results["baseline"]["answer"] == client.predict(SEED, "Who worked harder?", "baseline", api_name="/qa")["answer"]
+    with pytest.raises(Exception, match="Please enter a question"):
+        client.predict(SEED, " ", ["baseline"], api_name="/compare_qa")
+
+
 def test_bad_input_gives_a_message_and_the_server_keeps_serving(client):
     with pytest.raises(Exception, match="Please enter a question"):
         client.predict(SEED, "   ", "baseline", api_name="/qa")

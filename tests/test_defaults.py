@@ -320,3 +320,63 @@ def test_a_two_window_context_keeps_the_one_window_speedup_through_the_app(app_c
                     model_ms[variant].append(result["latency_ms"]["model"])
         speedups[tokens] = float(np.min(model_ms["baseline"]) / np.min(model_ms["pruned-optimized"]))
     assert speedups[550] >= 0.75 * speedups[384], speedups
+
+
+@pytest.fixture(scope="module")
+def in_process_showdown(built_defaults):
+    """The defaults in this process, from the same artifacts the app serves."""
+    from models.catalog import default_preset
+    from models.showdown import Showdown
+
+    previous = os.environ.get("SHOWDOWN_ARTIFACTS")
+    os.environ["SHOWDOWN_ARTIFACTS"] = str(REPO_ROOT / "artifacts")
+    try:
+        showdown = Showdown(presets={task: default_preset(task) for task in ("qa", "generation")})
+        for task in ("qa", "generation"):
+            for variant in ("baseline", "optimized", "pruned", "pruned-optimized"):
+                showdown.runner(task, variant)
+        yield showdown
+    finally:
+        os.environ["SHOWDOWN_ARTIFACTS"] = previous or ""
+        if previous is None:
+            del os.environ["SHOWDOWN_ARTIFACTS"]
+
+
+@pytest.mark.parametrize("tokens,windows", [(384, 1), (550, 2)])
+def test_the_app_times_every_qa_variant_as_in_process(app_client, free_port_module, in_process_showdown, tokens, windows):
+    """Issue 47: through `python app.py`, each variant's `latency_ms.model` is within 15 % of the same
+    call in this process under the same 70 ms idle gap, the app's client kept off the app's cores;
+    the median of nine paired ratios (the app's PyTorch variants had run 1.3-1.6x their in-process time)."""
+    import httpx
+
+    from optimize.bench.app_timing import SideBySideConfig, app_against_in_process, http_api_call
+    from optimize.publish.report import QA_QUESTION, qa_context
+
+    showdown = in_process_showdown
+    context = qa_context(showdown.runner("qa", "baseline").tokenizer, tokens)
+    with httpx.Client(base_url=f"http://127.0.0.1:{free_port_module}/", timeout=120) as http:
+        calls = {variant: (lambda v=variant: showdown.answer(context, QA_QUESTION, v),
+                           lambda v=variant: http_api_call(http, "qa", [context, QA_QUESTION, v, False]))
+                 for variant in ("baseline", "optimized", "pruned", "pruned-optimized")}
+        for local, app in calls.values():  # both sides warm at this length
+            assert local()["windows"] == app()["windows"] == windows
+        sides = app_against_in_process(calls, lambda result: result["latency_ms"]["model"], SideBySideConfig(rounds=9))
+    ratios = {variant: round(side.ratio, 3) for variant, side in sides.items()}
+    assert all(1 / 1.15 <= ratio <= 1.15 for ratio in ratios.values()), ratios
+
+
+def test_the_app_decodes_every_generation_variant_as_fast_as_in_process(app_client, free_port_module, in_process_showdown):
+    """Issue 47: the same for generation's decoding speed (milliseconds per decoded token, 32 tokens)."""
+    import httpx
+
+    from optimize.bench.app_timing import SideBySideConfig, app_against_in_process, http_api_call
+
+    showdown, prompt = in_process_showdown, "Explain in a few sentences why the sky is blue."
+    with httpx.Client(base_url=f"http://127.0.0.1:{free_port_module}/", timeout=120) as http:
+        calls = {variant: (lambda v=variant: showdown.generate(prompt, v, 32),
+                           lambda v=variant: http_api_call(http, "generate", [prompt, v, 32]))
+                 for variant in ("baseline", "optimized", "pruned", "pruned-optimized")}
+        sides = app_against_in_process(calls, lambda result: 1e3 / result["decode_tokens_per_s"],
+                                       SideBySideConfig(rounds=5))
+    ratios = {variant: round(side.ratio, 3) for variant, side in sides.items()}
+    assert all(1 / 1.15 <= ratio <= 1.15 for ratio in ratios.values()), ratios

@@ -143,3 +143,17 @@ print(seen["server"] - base, seen["model"] - base, seen["worker"] - base)
 """
     out = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["7", "0", "0"]
+
+
+@pytest.mark.parametrize("variant", ["baseline", "optimized"])
+def test_equal_length_timing_writes_exactly_the_tokens_asked(built_presets, variant):
+    """Issue 49: speeds compare on equal work, so a timing run ignores end-of-sequence (as
+    llama-bench does) in both runtimes; a visitor's call still stops at it."""
+    from models import generation
+
+    showdown = Showdown(presets=dict(built_presets))
+    runner = showdown.runner("generation", variant)
+    timed = generation.generate(runner, "Say hello", 9, ignore_eos=True)
+    assert timed["new_tokens"] == 9 and timed["decode_tokens_per_s"] > 0
+    warmed = showdown.generate("Say hello", variant, 3, warm_up=True)
+    assert warmed["timing"] == "after one untimed warm-up call" and warmed["new_tokens"] <= 3

@@ -98,11 +98,13 @@ def _start_llama_cpp(gguf: Path) -> tuple[multiprocessing.process.BaseProcess, C
     return process, connection
 
 
-def _llama_cpp_generate(connection: Connection, tokenizer, prompt: str, max_new_tokens: int) -> dict:
+def _llama_cpp_generate(connection: Connection, tokenizer, prompt: str, max_new_tokens: int, ignore_eos: bool = False) -> dict:
     """One greedy round in the worker, reported in the shape of the project's `generation.generate`."""
-    connection.send((generation.preprocess(tokenizer, prompt)[0].tolist(), max_new_tokens))
+    prompt_ids = generation.preprocess(tokenizer, prompt)[0].tolist()
+    connection.send((prompt_ids, max_new_tokens, ignore_eos))
     answer = connection.recv()
     return {"text": tokenizer.decode(answer["ids"], skip_special_tokens=True), "new_tokens": len(answer["ids"]),
+            "prompt_tokens": len(prompt_ids),
             "ttft_ms": 1e3 * answer["ttft_s"], "tokens_per_s": len(answer["ids"]) / answer["model_s"],
             "latency_ms": {"model": 1e3 * answer["model_s"]}}
 
@@ -118,7 +120,7 @@ def _llama_cpp_worker(connection, gguf: str, threads: int) -> None:
     connection.send("ready")
     while True:
         try:
-            ids, max_new_tokens = connection.recv()
+            ids, max_new_tokens, ignore_eos = connection.recv()
         except EOFError:  # the bench is done with it
             return
         llm.reset()
@@ -128,7 +130,7 @@ def _llama_cpp_worker(connection, gguf: str, threads: int) -> None:
         for token in llm.generate(ids, top_k=1, top_p=1.0, min_p=0.0, temp=0.0, repeat_penalty=1.0, reset=True):
             stamps.append(time.perf_counter())
             new_ids.append(token)
-            if token == eos or len(new_ids) >= max_new_tokens:
+            if (token == eos and not ignore_eos) or len(new_ids) >= max_new_tokens:
                 break
         connection.send({"ids": new_ids, "ttft_s": stamps[0] - started, "model_s": stamps[-1] - started})
 
@@ -147,7 +149,7 @@ def generation_contenders(baseline_dir: Path) -> dict[str, Callable[[str, int], 
                                                file_name="model_quantized.onnx", use_cache=True,
                                                session_options=session_options())
     runner = Runner("generation", "optimum-int8", "onnxruntime", baseline_dir, tokenizer, int8)
-    return {"optimum-int8": lambda prompt, n: generation.generate(runner, prompt, n)}
+    return {"optimum-int8": lambda prompt, n, ignore_eos=False: generation.generate(runner, prompt, n, ignore_eos)}
 
 
 # --- workloads ------------------------------------------------------------------------------------

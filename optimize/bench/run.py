@@ -88,6 +88,9 @@ def _result(workload: str, name: str, runs: list) -> Result:
         result.tokens_per_s = percentile([v["tokens_per_s"] for _, v in runs], 50)
         result.ttft_ms = percentile([v["ttft_ms"] for _, v in runs], 50)
         result.decode_tokens_per_s = percentile([decode_rate(v) for _, v in runs], 50)
+        result.new_tokens = int(percentile([v["new_tokens"] for _, v in runs], 50))
+        if "prompt_tokens" in value:
+            result.prefill_tokens_per_s = percentile([1e3 * v["prompt_tokens"] / v["ttft_ms"] for _, v in runs], 50)
         result.answer = value["text"][:80]
     elif isinstance(value, dict):
         result.answer = value.get("answer", "")
@@ -153,15 +156,17 @@ def bench_generation(showdown: Showdown, config: BenchConfig, llama_cpp: Decoder
     baseline = showdown.runner("generation", "baseline")
     prompt = generation_prompt(baseline.tokenizer, config.generation_prompt_tokens)
     outside = {**generation_contenders(baseline.path), **llama_cpp}
-    contenders = {name: (lambda f: lambda: f(prompt, config.new_tokens))(f) for name, f in outside.items()}
+    # equal work: every contender writes exactly new_tokens (end-of-sequence ignored, as llama-bench times)
+    contenders = {name: (lambda f: lambda: f(prompt, config.new_tokens, True))(f) for name, f in outside.items()}
     for variant in ("baseline", "optimized", "pruned", "pruned-optimized"):
         try:
             runner = showdown.runner("generation", variant)
         except VariantUnavailable as error:
             log.info("generation/%s not benchmarked: %s", variant, error)
             continue
-        contenders[variant] = (lambda r: lambda: generation.generate(r, prompt, config.new_tokens))(runner)
-    workload = f"generation, ~{config.generation_prompt_tokens}-token prompt, {config.new_tokens} new tokens greedy"
+        contenders[variant] = (lambda r: lambda: generation.generate(r, prompt, config.new_tokens, ignore_eos=True))(runner)
+    workload = (f"generation, ~{config.generation_prompt_tokens}-token prompt, exactly {config.new_tokens} new tokens "
+                "greedy (end-of-sequence ignored)")
     timings = timed_rounds(contenders, config.generation_rounds, 1)
     return [_result(workload, name, runs) for name, runs in timings.items()]
 

@@ -42,6 +42,8 @@ class Result:
     tokens_per_s: float | None = None  # generation, overall: new tokens / (prefill + decode)
     ttft_ms: float | None = None
     decode_tokens_per_s: float | None = None  # generation, after the first token: (new tokens − 1) / decode time
+    prefill_tokens_per_s: float | None = None  # generation, the prompt's tokens / time to the first token
+    new_tokens: int | None = None  # generation: tokens written (the same for every timed contender)
     answer: str = ""
     notes: str = ""
 
@@ -149,16 +151,18 @@ def markdown(bench: Bench) -> str:
     lines = [f"### Benchmark — {bench.created}" + (f" ({bench.memory['carried']})" if bench.memory.get("carried") else ""), "",
              f"{cpu_label(m)}, {m.get('cores')} cores, {m.get('threads')} threads; "
              + ", ".join(f"{k} {v}" for k, v in m.get("versions", {}).items()), "",
-             "| workload | contender | p50 (ms) | p95 (ms) | tokens/s overall | decode tokens/s | TTFT (ms) "
-             "| answer / notes |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| workload | contender | p50 (ms) | p95 (ms) | tokens written | tokens/s overall | prompt tokens/s "
+             "| decode tokens/s | TTFT (ms) | answer / notes |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in bench.results:
         tokens = f"{r.tokens_per_s:.1f}" if r.tokens_per_s is not None else ""
         decode = f"{r.decode_tokens_per_s:.1f}" if r.decode_tokens_per_s is not None else ""
         ttft = f"{r.ttft_ms:.0f}" if r.ttft_ms is not None else ""
+        written = "" if r.new_tokens is None else str(r.new_tokens)
+        prefill = f"{r.prefill_tokens_per_s:.0f}" if r.prefill_tokens_per_s else ""
         note = (r.answer.replace("|", "/").replace("\n", " ") + (f" ({r.notes})" if r.notes else "")).strip()
-        lines.append(f"| {r.workload} | {r.contender} | {r.latency_p50_ms:.1f} | {r.latency_p95_ms:.1f} | "
-                     f"{tokens} | {decode} | {ttft} | {note} |")
+        lines.append(f"| {r.workload} | {r.contender} | {r.latency_p50_ms:.1f} | {r.latency_p95_ms:.1f} | {written} | "
+                     f"{tokens} | {prefill} | {decode} | {ttft} | {note} |")
     lines += ["", f"| ratio ({bench.memory.get('compared', 'pruned-optimized')} vs …) | measured | target |", "|---|---|---|"]
     for name, value in bench.ratios.items():
         target = TARGETS.get(name)

@@ -98,11 +98,13 @@ def measure_task(showdown: Showdown, task: str, config: ReportConfig) -> Report:
         if config.qa_longer_tokens:
             workload += "; longer contexts in the table below"
     else:
-        call = lambda runner: generation.generate(runner, GENERATION_PROMPT, config.new_tokens)  # noqa: E731
+        # exactly new_tokens each (end-of-sequence ignored): speeds over different lengths do not compare
+        call = lambda runner: generation.generate(runner, GENERATION_PROMPT, config.new_tokens, ignore_eos=True)  # noqa: E731
         # the prompt's length says what TTFT means here: the bench's ~128-token prompt prefills longer
         prompt_tokens = generation.preprocess(tokenizer, GENERATION_PROMPT).shape[1]
         rounds = config.generation_rounds
-        workload = f"generation, {prompt_tokens}-token chat prompt, greedy up to {config.new_tokens} new tokens"
+        workload = (f"generation, {prompt_tokens}-token chat prompt, greedy, exactly {config.new_tokens} new tokens "
+                    "(end-of-sequence ignored)")
     runs = timed_rounds({v: functools.partial(call, runner) for v, runner in runners.items()}, rounds, config.warmup,
                         on_round=lambda index: log.info("%s round %d/%d", task, index + 1, rounds))
     timings: dict[str, list[dict]] = {v: [value for _, value in calls] for v, calls in runs.items()}
@@ -128,6 +130,9 @@ def measure_task(showdown: Showdown, task: str, config: ReportConfig) -> Report:
         if task == "generation":
             row.tokens_per_s = percentile([t["tokens_per_s"] for t in runs], 50)
             row.ttft_ms = percentile([t["ttft_ms"] for t in runs], 50)
+            row.decode_tokens_per_s = percentile([t["decode_tokens_per_s"] for t in runs], 50)
+            row.prefill_tokens_per_s = percentile([t["prefill_tokens_per_s"] for t in runs], 50)
+            row.new_tokens = int(percentile([t["new_tokens"] for t in runs], 50))
         report.rows.append(row)
     return report
 
