@@ -17,7 +17,9 @@ from models.errors import InputError, VariantUnavailable
 from models.logs import configure_logging
 from models.reports import MeasureHere, bench_markdown, load_length_table, load_report_table, pruning_markdown, report_chart
 from models.showdown import Showdown
+from models.your_data import Limits
 from optimize.first_start import start_background_build
+from ui.your_data import your_data_tab
 
 log = logging.getLogger("app")
 USER_ERRORS = (InputError, VariantUnavailable)
@@ -350,6 +352,8 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
             gen_button.click(generate_click, [prompt, max_new_tokens, gen_selected, gen_history, gen_preset],
                              [*gen_texts, *gen_stats, gen_history, *gen_charts], api_visibility="private"
                              ).then(_chart_tops, gen_history, gen_charts, queue=False, api_visibility="private")
+
+        your_data_tab(showdown, Limits.from_environment())
 
         with gr.Tab("Benchmarks"):
             gr.Markdown("Measured by `python -m optimize report` on the machine named in each table: "

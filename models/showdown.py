@@ -326,7 +326,7 @@ class Showdown:
         for variant in self.run_order([v for v in VARIANTS if v in variants]):
             try:
                 results[variant] = self.answer(context, question, variant, handle_impossible_answer, warm_up=True)
-            except VariantUnavailable as error:
+            except (InputError, VariantUnavailable) as error:  # not in this preset, or not ready: said in its column
                 results[variant] = {"error": str(error)}
         baseline = results.get("baseline", {}).get("latency_ms", {}).get("total")
         for result in results.values():

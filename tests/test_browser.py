@@ -95,3 +95,41 @@ def test_generation_examples_are_shown_and_fill_the_prompt(page):
     page.get_by_text(example, exact=True).click()  # gradio 6.17 drew no samples in this tab without labels
     page.wait_for_function("(text) => [...document.querySelectorAll('textarea')].some((t) => t.value === text)",
                            arg=example, timeout=10_000)
+
+
+def test_your_data_tab_scores_an_upload_with_progress_table_chart_and_download(page, tmp_path):
+    """Issue 52: upload a small SQuAD-style CSV, watch it score, read the table, the chart, the
+    Markdown and download the per-question answers; a malformed file gets a message, not a trace."""
+    import csv
+
+    rows = ["context,question,answer"] + [
+        '"The second little pig built his house out of sticks.",What did the second pig build his house out of?,sticks',
+        '"The second little pig built his house out of sticks.",What did the wolf eat?,'] * 3
+    upload = tmp_path / "mine.csv"
+    upload.write_text("\n".join(rows) + "\n")
+    page.get_by_role("tab", name="Your data").click()
+    page.locator("#your-data-upload input[type=file]").set_input_files(str(upload))
+    page.get_by_role("button", name="Score every variant on my data").click()
+    markdown = "() => document.querySelector('#your-data-md')?.textContent || ''"
+    page.wait_for_function(f"() => ({markdown})().includes('| optimized | 6 |')", timeout=60_000)
+    text = page.evaluate(markdown)
+    assert "| baseline | 6 |" in text and "| pruned | 0 | Unknown variant 'pruned'" in text, text  # not in the tiny preset
+    cells = page.evaluate("() => [...document.querySelectorAll('#your-data-summary td')].map((c) => c.textContent.trim())")
+    assert set(cells) & set(VARIANT_COLORS), cells  # the table is drawn (gradio renders its rows virtually)
+    page.screenshot(path=str(tmp_path / "your-data.png"), full_page=True)
+    labels = page.evaluate("() => [...document.querySelectorAll('#your-data-f1 svg text')].map((t) => t.textContent)")
+    assert "baseline" in labels and "optimized" in labels, labels  # a bar per variant that answered (F1 may be 0)
+    with page.expect_download() as download:
+        page.locator("#your-data-csv a").first.click()
+    saved = tmp_path / "answers.csv"
+    download.value.save_as(saved)
+    answers = list(csv.DictReader(saved.open()))
+    assert len(answers) == 6 * 2 and {a["variant"] for a in answers} == {"baseline", "optimized"}  # the tiny presets' two
+
+    broken = tmp_path / "broken.csv"
+    broken.write_text("text,query\nc,q\n")
+    page.locator("#your-data-upload button[aria-label='Clear']").click()  # the first file out, then the next in
+    page.locator("#your-data-upload input[type=file]").set_input_files(str(broken))
+    page.get_by_role("button", name="Score every variant on my data").click()
+    page.get_by_text("needs the columns context, question and answer").first.wait_for(timeout=30_000)
+    assert page.get_by_text("Traceback").count() == 0

@@ -10,11 +10,11 @@ import json
 import os
 import random
 import re
-import string
 from dataclasses import dataclass
 from pathlib import Path
 
 from models.answerability import question_names
+from models.squad_metric import best_of, exact, f1, normalize_answer  # noqa: F401 - re-exported for the build
 
 # ../shared/data beside the checkout; SHOWDOWN_SHARED_DATA points elsewhere (a lent GPU machine gets a copy)
 SHARED_DATA = Path(os.environ.get("SHOWDOWN_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
@@ -200,33 +200,11 @@ def swapped_name_negatives(data: list[Example], share: float, seed: int) -> list
     return out
 
 
-# --- official SQuAD 2.0 metric (normalisation as in evaluate-v2.0.py) ---
-def normalize_answer(text: str) -> str:
-    text = text.lower()
-    text = "".join(ch for ch in text if ch not in set(string.punctuation))
-    text = re.sub(r"\b(a|an|the)\b", " ", text)
-    return " ".join(text.split())
-
-
-def exact(gold: str, pred: str) -> float:
-    return float(normalize_answer(gold) == normalize_answer(pred))
-
-
-def f1(gold: str, pred: str) -> float:
-    gold_tokens, pred_tokens = normalize_answer(gold).split(), normalize_answer(pred).split()
-    if not gold_tokens or not pred_tokens:
-        return float(gold_tokens == pred_tokens)
-    common = collections.Counter(gold_tokens) & collections.Counter(pred_tokens)
-    same = sum(common.values())
-    if same == 0:
-        return 0.0
-    precision, recall = same / len(pred_tokens), same / len(gold_tokens)
-    return 2 * precision * recall / (precision + recall)
+# the official SQuAD 2.0 metric lives in the runtime (the app scores a visitor's own data with it)
 
 
 def score(example: Example, prediction: str) -> tuple[float, float]:
-    golds = [a for a in example.answers if normalize_answer(a)] or [""]
-    return max(exact(g, prediction) for g in golds), max(f1(g, prediction) for g in golds)
+    return best_of(list(example.answers), prediction)
 
 
 def evaluate(data: list[Example], predictions: dict[str, str]) -> dict[str, float]:

@@ -1,0 +1,267 @@
+"""A visitor's own QA data, scored by every chosen variant: "on *my* questions, how do they compare?".
+
+Reads SQuAD JSON, CSV or JSONL (context, question, answer or answers; an empty answer means "no
+answer"), within limits a shared Space can afford; every problem a file can have becomes an
+InputError naming it and the row. Scoring calls the showdown one question at a time, so other
+visitors' requests take their turns in between.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from models.catalog import VARIANTS
+from models.errors import InputError, VariantUnavailable
+from models.squad_metric import best_of, normalize_answer
+
+FORMATS = ".json (SQuAD), .jsonl or .csv with columns context, question, answer (or answers)"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one upload may hold on a shared Space; each is an environment variable's default."""
+    max_rows: int = 250
+    max_bytes: int = 2_000_000
+    max_context_chars: int = 20_000
+    max_question_chars: int = 1_000
+
+    @classmethod
+    def from_environment(cls) -> Limits:
+        return cls(max_rows=int(os.environ.get("SHOWDOWN_SCORE_MAX_ROWS", cls.max_rows)),
+                   max_bytes=int(os.environ.get("SHOWDOWN_SCORE_MAX_BYTES", cls.max_bytes)),
+                   max_context_chars=int(os.environ.get("SHOWDOWN_SCORE_MAX_CONTEXT_CHARS", cls.max_context_chars)))
+
+    def text(self) -> str:
+        return (f"at most {self.max_rows:,} questions, {self.max_bytes / 1e6:.1f} MB, "
+                f"{self.max_context_chars:,} characters per context")
+
+
+@dataclass(frozen=True)
+class Item:
+    row: int  # as the visitor counts: the CSV data row, the JSONL line, the n-th question of a SQuAD file
+    context: str
+    question: str
+    answers: tuple[str, ...]  # empty: the question has no answer in the context
+
+
+# --- reading ---------------------------------------------------------------------------------------
+def read_file(path: str | Path, limits: Limits = Limits()) -> list[Item]:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("No file was received; upload a " + FORMATS + ".")
+    if path.stat().st_size > limits.max_bytes:
+        raise InputError(f"The file is {path.stat().st_size / 1e6:.1f} MB; this Space takes at most "
+                         f"{limits.max_bytes / 1e6:.1f} MB (SHOWDOWN_SCORE_MAX_BYTES).")
+    return read_rows(path.name, path.read_bytes(), limits)
+
+
+def read_rows(name: str, content: bytes, limits: Limits = Limits()) -> list[Item]:
+    """Items from a file's bytes, by its extension (or, for pasted text, by its first character)."""
+    if len(content) > limits.max_bytes:
+        raise InputError(f"The data is {len(content) / 1e6:.1f} MB; this Space takes at most {limits.max_bytes / 1e6:.1f} MB.")
+    try:
+        text = content.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = content[:error.start].count(b"\n") + 1
+        raise InputError(f"The file is not UTF-8 text (byte 0x{content[error.start]:02x} on line {line}, at byte "
+                         f"{error.start:,}); "
+                         "save it as UTF-8 and upload it again.") from None
+    if not text.strip():
+        raise InputError("The file is empty; upload a " + FORMATS + ".")
+    suffix = Path(name).suffix.lower()
+    if suffix == ".json" or (suffix not in (".jsonl", ".csv") and text.lstrip().startswith("{") and '"data"' in text[:200]):
+        items = _squad_json(text)
+    elif suffix == ".jsonl" or (suffix != ".csv" and text.lstrip().startswith("{")):
+        items = _jsonl(text)
+    elif suffix in (".csv", ".txt", ""):
+        items = _csv(text)
+    else:
+        raise InputError(f"'{name}' is not a format this Space reads; upload a {FORMATS}.")
+    return _checked(items, limits)
+
+
+def _squad_json(text: str) -> list[Item]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(f"Malformed JSON at line {error.lineno}, column {error.colno}: {error.msg}.") from None
+    if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+        raise InputError('A SQuAD JSON file needs a top-level "data" list of articles, each with "paragraphs" '
+                         'holding a "context" and its "qas".')
+    items = []
+    for article in data["data"]:
+        for paragraph in (article or {}).get("paragraphs", []) if isinstance(article, dict) else []:
+            for qa in paragraph.get("qas", []) if isinstance(paragraph, dict) else []:
+                row = len(items) + 1
+                if not isinstance(qa, dict):
+                    raise InputError(f"Question {row}: each entry of \"qas\" must be an object with a \"question\".")
+                answers = [] if qa.get("is_impossible") else _answer_texts(qa.get("answers", []), row)
+                items.append(Item(row, str(paragraph.get("context") or ""), str(qa.get("question") or ""), tuple(answers)))
+    return items
+
+
+def _jsonl(text: str) -> list[Item]:
+    items = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise InputError(f"Line {number} is not valid JSON (column {error.colno}: {error.msg}).") from None
+        if not isinstance(record, dict):
+            raise InputError(f"Line {number} is not a JSON object with context, question and answer(s).")
+        items.append(_record(record, number, "Line"))
+    return items
+
+
+def _csv(text: str) -> list[Item]:
+    try:
+        dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t")
+    except csv.Error:
+        dialect = csv.excel
+    reader = csv.DictReader(io.StringIO(text), dialect=dialect)
+    columns = {(c or "").strip().lower() for c in reader.fieldnames or []}
+    if not {"context", "question"} <= columns or not columns & {"answer", "answers"}:
+        raise InputError("The CSV needs the columns context, question and answer (or answers); it has: "
+                         + (", ".join(sorted(c for c in columns if c)) or "no header") + ".")
+    items = []
+    try:
+        for number, record in enumerate(reader, 2):  # the header is line 1
+            if None in record:
+                raise InputError(f"Row {number} has more fields than the header (an unquoted comma?).")
+            items.append(_record({(k or "").strip().lower(): v for k, v in record.items()}, number, "Row"))
+    except csv.Error as error:
+        raise InputError(f"The CSV could not be read near row {reader.line_num}: {error}.") from None
+    return items
+
+
+def _record(record: dict, number: int, unit: str) -> Item:
+    answers = record.get("answers", record.get("answer", ""))
+    if isinstance(answers, str):
+        stripped = answers.strip()
+        if stripped.startswith("["):  # a JSON list inside a CSV cell
+            try:
+                answers = json.loads(stripped)
+            except json.JSONDecodeError:
+                raise InputError(f"{unit} {number}: the answers cell starts with '[' but is not a JSON list.") from None
+        else:
+            answers = [a for a in stripped.split("|") if a.strip()] if stripped else []
+    return Item(number, str(record.get("context") or ""), str(record.get("question") or ""),
+                tuple(_answer_texts(answers, number, unit)))
+
+
+def _answer_texts(answers, number: int, unit: str = "Question") -> list[str]:
+    if not isinstance(answers, list):
+        raise InputError(f"{unit} {number}: answers must be a list (empty for 'no answer').")
+    texts = [a.get("text", "") if isinstance(a, dict) else a for a in answers]
+    if not all(isinstance(t, str) for t in texts):
+        raise InputError(f"{unit} {number}: every answer must be text.")
+    return [t.strip() for t in texts if t.strip()]
+
+
+def _checked(items: list[Item], limits: Limits) -> list[Item]:
+    if not items:
+        raise InputError("The file holds no questions; upload a " + FORMATS + ".")
+    if len(items) > limits.max_rows:
+        raise InputError(f"The file holds {len(items):,} questions; this Space scores at most {limits.max_rows:,} at a "
+                         "time (SHOWDOWN_SCORE_MAX_ROWS). Split it, or run the app yourself with a higher cap.")
+    for item in items:
+        where = f"Row {item.row}"
+        if not item.context.strip():
+            raise InputError(f"{where}: the context is empty.")
+        if not item.question.strip():
+            raise InputError(f"{where}: the question is empty.")
+        if len(item.context) > limits.max_context_chars:
+            raise InputError(f"{where}: the context has {len(item.context):,} characters; this Space takes at most "
+                             f"{limits.max_context_chars:,} (SHOWDOWN_SCORE_MAX_CONTEXT_CHARS).")
+        if len(item.question) > limits.max_question_chars:
+            raise InputError(f"{where}: the question has {len(item.question):,} characters; at most {limits.max_question_chars:,}.")
+    return items
+
+
+# --- scoring ---------------------------------------------------------------------------------------
+def score(answer: Callable[[str, str, str, bool], dict], items: list[Item], variants: list[str],
+          allow_no_answer: bool, progress: Callable[[int, int], None] = lambda done, total: None) -> dict:
+    """Every variant answers every item (`answer(context, question, variant, allow_no_answer)`, the
+    showdown's); per variant EM / F1 (and HasAns F1, no-answer accuracy where the data has
+    unanswerable questions), latency p50 / p95 and agreement with the baseline; one row per item and
+    variant. A variant that cannot answer is reported with its reason and skipped."""
+    chosen = [v for v in VARIANTS if v in variants]
+    if not chosen:
+        raise InputError("Select at least one variant.")
+    rows: list[dict] = []
+    errors: dict[str, str] = {}
+    total = len(items) * len(chosen)
+    for index, item in enumerate(items):
+        for offset, variant in enumerate(chosen):
+            if variant in errors:
+                continue
+            try:
+                result = answer(item.context, item.question, variant, allow_no_answer)
+            except (InputError, VariantUnavailable) as error:  # not in this preset, or not ready
+                errors[variant] = str(error)
+                continue
+            em, f1 = best_of(list(item.answers), result["answer"])
+            rows.append({"row": item.row, "variant": variant, "question": item.question,
+                         "gold": " | ".join(item.answers) or "(no answer)", "answer": result["answer"] or "(no answer)",
+                         "exact": em, "f1": round(f1, 4), "answerable": bool(item.answers),
+                         "latency_ms": round(result["latency_ms"]["total"], 2)})
+            progress(index * len(chosen) + offset + 1, total)
+    return {"summary": summarise(rows, chosen, errors), "rows": rows}
+
+
+def summarise(rows: list[dict], variants: list[str], errors: dict[str, str]) -> list[dict]:
+    baseline = {r["row"]: normalize_answer(r["answer"]) for r in rows if r["variant"] == "baseline"}
+    out = []
+    for variant in variants:
+        mine = [r for r in rows if r["variant"] == variant]
+        if not mine:
+            out.append({"variant": variant, "questions": 0, "error": errors.get(variant, "not run")})
+            continue
+        answerable = [r for r in mine if r["answerable"]]
+        unanswerable = [r for r in mine if not r["answerable"]]
+        latencies = [r["latency_ms"] for r in mine]
+        line = {"variant": variant, "questions": len(mine),
+                "EM": round(100 * float(np.mean([r["exact"] for r in mine])), 1),
+                "F1": round(100 * float(np.mean([r["f1"] for r in mine])), 1),
+                "HasAns F1": round(100 * float(np.mean([r["f1"] for r in answerable])), 1) if answerable else None,
+                "no-answer accuracy": (round(100 * float(np.mean([r["exact"] for r in unanswerable])), 1)
+                                       if unanswerable else None),
+                "p50 (ms)": round(float(np.percentile(latencies, 50)), 1),
+                "p95 (ms)": round(float(np.percentile(latencies, 95)), 1),
+                "same answer as baseline": (round(100 * float(np.mean([normalize_answer(r["answer"]) == baseline[r["row"]]
+                                                                      for r in mine if r["row"] in baseline])), 1)
+                                            if variant != "baseline" and baseline else None)}
+        out.append(line)
+    return out
+
+
+def rows_csv(rows: list[dict], path: Path) -> Path:
+    """The per-question answers, one row per question and variant, for the visitor to keep."""
+    columns = ["row", "variant", "question", "gold", "answer", "exact", "f1", "answerable", "latency_ms"]
+    with open(path, "w", newline="", encoding="utf-8") as out:
+        writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def summary_markdown(summary: list[dict], note: str = "") -> str:
+    """The comparison as a Markdown table, to paste into an issue or a notebook."""
+    columns = ["variant", "questions", "EM", "F1", "HasAns F1", "no-answer accuracy", "p50 (ms)", "p95 (ms)",
+               "same answer as baseline"]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for line in summary:
+        if "error" in line:
+            lines.append(f"| {line['variant']} | 0 | {line['error'].replace('|', '/')} |" + " — |" * (len(columns) - 3))
+            continue
+        lines.append("| " + " | ".join("—" if line.get(c) is None else str(line[c]) for c in columns) + " |")
+    return "\n".join(lines) + (f"\n\n{note}" if note else "") + "\n"

@@ -1,0 +1,91 @@
+"""A visitor's own QA data (issue 52): every format read, every bad file named with its problem and
+row, and the scoring through the running app's `/score_qa` on tiny built presets."""
+import json
+
+import pytest
+from gradio_client import Client, handle_file
+
+from models.errors import InputError
+from models.your_data import Limits, read_rows, summary_markdown
+
+CONTEXT = "The second little pig worked a little bit harder and built his house out of sticks."
+SQUAD = {"data": [{"title": "pigs", "paragraphs": [{"context": CONTEXT, "qas": [
+    {"id": "1", "question": "What did he build his house out of?", "answers": [{"text": "sticks", "answer_start": 77}]},
+    {"id": "2", "question": "What did the wolf eat?", "answers": [], "is_impossible": True}]}]}]}
+
+
+def test_squad_json_csv_and_jsonl_give_the_same_questions():
+    from_squad = read_rows("mine.json", json.dumps(SQUAD).encode())
+    from_csv = read_rows("mine.csv", (f'context,question,answer\n"{CONTEXT}",What did he build his house out of?,sticks\n'
+                                      f'"{CONTEXT}",What did the wolf eat?,\n').encode())
+    lines = [{"context": CONTEXT, "question": "What did he build his house out of?", "answers": ["sticks"]},
+             {"context": CONTEXT, "question": "What did the wolf eat?", "answer": ""}]
+    from_jsonl = read_rows("mine.jsonl", "\n".join(json.dumps(line) for line in lines).encode())
+    for items in (from_squad, from_csv, from_jsonl):
+        assert [(i.question, i.answers) for i in items] == [("What did he build his house out of?", ("sticks",)),
+                                                             ("What did the wolf eat?", ())]
+    assert [i.row for i in from_csv] == [2, 3]  # as a spreadsheet numbers them, the header being row 1
+    several = read_rows("x.csv", f'context,question,answers\n"{CONTEXT}",Who?,"[""the pig"", ""pig""]"\n'.encode())
+    assert several[0].answers == ("the pig", "pig")
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("empty.csv", b"", "The file is empty"),
+    ("latin.csv", "context,question,answer\ncaf\xe9,q,a\n".encode("latin-1"), r"not UTF-8 text \(byte 0xe9 on line 2, at byte 27\)"),
+    ("bad.json", b'{"data": [', "Malformed JSON at line 1, column 11"),
+    ("flat.json", b'{"rows": []}', 'top-level "data" list'),
+    ("bad.jsonl", b'{"context": "c", "question": "q", "answer": "a"}\n{"context": ', "Line 2 is not valid JSON"),
+    ("columns.csv", b"text,query\nc,q\n", "needs the columns context, question and answer.*it has: query, text"),
+    ("blank.csv", b"context,question,answer\n,q,a\n", "Row 2: the context is empty"),
+    ("noq.csv", b"context,question,answer\nc,q,a\nc,,a\n", "Row 3: the question is empty"),
+    ("wide.csv", b"context,question,answer\nc,q,a,extra\n", "Row 2 has more fields than the header"),
+    ("notes.pdf", b"%PDF-1.4", "not a format this Space reads"),
+])
+def test_a_bad_file_gets_a_message_naming_the_problem_and_the_row(name, content, message):
+    with pytest.raises(InputError, match=message):
+        read_rows(name, content)
+
+
+def test_the_caps_are_stated_and_enforced():
+    limits = Limits(max_rows=2, max_bytes=10_000, max_context_chars=50)
+    three = "context,question,answer\n" + "c,q,a\n" * 3
+    with pytest.raises(InputError, match="holds 3 questions; this Space scores at most 2"):
+        read_rows("x.csv", three.encode(), limits)
+    with pytest.raises(InputError, match="Row 2: the context has 60 characters; this Space takes at most 50"):
+        read_rows("x.csv", f"context,question,answer\n{'c' * 60},q,a\n".encode(), limits)
+    with pytest.raises(InputError, match="takes at most 0.0 MB"):
+        read_rows("x.csv", three.encode(), Limits(max_bytes=10))
+    assert "at most 2 questions" in limits.text()
+
+
+@pytest.fixture(scope="module")
+def client(app_url):
+    return Client(app_url, verbose=False, download_files=False)
+
+
+def test_score_qa_scores_every_variant_on_an_uploaded_file(client, tmp_path):
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(SQUAD))
+    result = client.predict(handle_file(str(path)), ["baseline", "optimized"], True, api_name="/score_qa")
+    summary = {line["variant"]: line for line in result["summary"]}
+    assert set(summary) == {"baseline", "optimized"} and all(s["questions"] == 2 for s in summary.values())
+    for line in summary.values():
+        assert 0 <= line["F1"] <= 100 and line["p95 (ms)"] >= line["p50 (ms)"] > 0 and line["no-answer accuracy"] is not None
+    assert summary["baseline"]["same answer as baseline"] is None and 0 <= summary["optimized"]["same answer as baseline"] <= 100
+    assert len(result["rows"]) == 4 and {r["variant"] for r in result["rows"]} == {"baseline", "optimized"}
+    assert "| baseline | 2 |" in summary_markdown(result["summary"])
+
+
+def test_score_qa_says_what_is_wrong_and_the_server_keeps_serving(client, app_url, tmp_path):
+    import httpx
+
+    from optimize.bench.app_timing import http_api_call
+
+    path = tmp_path / "broken.jsonl"
+    path.write_text('{"context": "c", "question": "q", "answer": "a"}\nnot json\n')
+    with pytest.raises(Exception, match="Line 2 is not valid JSON"):
+        client.predict(handle_file(str(path)), ["baseline"], True, api_name="/score_qa")
+    # a raw HTTP call naming a server file, not an upload (gradio_client would upload the client's own copy)
+    with httpx.Client(base_url=app_url, timeout=60) as http, pytest.raises(RuntimeError, match="answered with an error"):
+        http_api_call(http, "score_qa", [{"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}, ["baseline"], True])
+    assert client.predict(CONTEXT, "What did he build?", "baseline", api_name="/qa")["latency_ms"]["total"] > 0

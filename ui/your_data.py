@@ -1,0 +1,77 @@
+"""The "Your data" tab and its `/score_qa` API: a visitor's own questions, scored by every variant."""
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+from gradio.data_classes import FileData
+from gradio.utils import get_upload_folder, is_in_or_equal
+
+from models.catalog import VARIANT_COLORS, VARIANTS
+from models.errors import InputError, VariantUnavailable
+from models.showdown import Showdown
+from models.your_data import FORMATS, Limits, read_file, read_rows, rows_csv, score, summary_markdown
+
+USER_ERRORS = (InputError, VariantUnavailable)
+EXAMPLE_CSV = ("context,question,answer\n"
+               '"The second little pig built his house out of sticks.",What did the second pig build his house out of?,sticks\n'
+               '"The second little pig built his house out of sticks.",What did the wolf eat?,\n')
+
+
+def your_data_tab(showdown: Showdown, limits: Limits) -> None:
+    with gr.Tab("Your data"):
+        gr.Markdown(f"Score the variants on **your** questions: upload a {FORMATS} — an empty answer means "
+                    f"\"no answer\" — or paste CSV / JSONL below. This Space takes {limits.text()}. Each variant "
+                    "answers every question on this machine, one question at a time (other visitors keep their "
+                    "turns); F1 and EM are the official SQuAD metric, latency is each call's total time.")
+        with gr.Row():
+            upload = gr.File(label="Your questions", file_types=[".json", ".jsonl", ".csv"], type="filepath",
+                             elem_id="your-data-upload")
+            with gr.Column():
+                pasted = gr.Textbox(label="…or paste CSV / JSONL", lines=5, placeholder=EXAMPLE_CSV)
+                variants = gr.CheckboxGroup(list(VARIANTS), value=list(VARIANTS), label="Variants")
+                allow = gr.Checkbox(value=True, label="Allow 'no answer' (SQuAD 2.0)")
+                button = gr.Button("Score every variant on my data", variant="primary")
+        summary = gr.Dataframe(label="Per variant", interactive=False, wrap=True, elem_id="your-data-summary")
+        chart = gr.BarPlot(pd.DataFrame({"variant": list(VARIANTS), "F1": [0.0] * len(VARIANTS)}), x="variant", y="F1",
+                           color="variant", color_map=VARIANT_COLORS, y_lim=[0, 100], height=240,
+                           title="F1 on your data (higher is better)", elem_id="your-data-f1")
+        with gr.Row():
+            download = gr.File(label="Every answer, one row per question and variant (CSV)", elem_id="your-data-csv")
+            markdown = gr.Code(label="This comparison as Markdown (copy it)", language="markdown", elem_id="your-data-md")
+
+        def score_click(path: str | None, text: str, chosen: list[str], allow_no_answer: bool,
+                        progress=gr.Progress()):
+            try:
+                items = read_file(path, limits) if path else read_rows("pasted", (text or "").encode(), limits)
+                result = score(showdown.answer, items, chosen, bool(allow_no_answer),
+                               lambda done, total: progress(done / total, desc=f"{done:,} of {total:,} answers"))
+            except USER_ERRORS as error:
+                raise gr.Error(str(error)) from error
+            table = pd.DataFrame(result["summary"])
+            scored = table[table["questions"] > 0] if "questions" in table else table
+            csv_path = rows_csv(result["rows"], Path(tempfile.mkdtemp(prefix="your-data-")) / "answers.csv")
+            note = f"{len(items)} questions, scored {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+            return table, scored[["variant", "F1"]], str(csv_path), summary_markdown(result["summary"], note)
+
+        button.click(score_click, [upload, pasted, variants, allow], [summary, chart, download, markdown],
+                     api_visibility="private")
+        gr.api(api_score_qa(showdown, limits), api_name="score_qa")
+
+
+def api_score_qa(showdown: Showdown, limits: Limits):
+    def score_qa(file: FileData, variants: list[str] | None = None, handle_impossible_answer: bool = True) -> dict:
+        """Score your own QA file (SQuAD JSON, CSV or JSONL of context, question, answer(s)) with
+        each variant: `summary` per variant (EM, F1, HasAns F1, no-answer accuracy, latency p50/p95,
+        share of answers the same as the baseline's) and `rows`, one per question and variant."""
+        path = file.get("path") if isinstance(file, dict) else getattr(file, "path", None)
+        if not path or not is_in_or_equal(path, get_upload_folder()):  # only what the client uploaded
+            raise gr.Error("Send the file as an upload (gradio_client: handle_file(path)).")
+        try:
+            return score(showdown.answer, read_file(path, limits), list(variants or VARIANTS), bool(handle_impossible_answer))
+        except USER_ERRORS as error:
+            raise gr.Error(str(error)) from error
+    return score_qa
