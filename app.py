@@ -5,9 +5,11 @@ A thin Gradio UI over models.showdown; all model logic lives in models/ and opti
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import warnings
+from pathlib import Path
 
 import gradio as gr
 import pandas as pd
@@ -15,7 +17,8 @@ import pandas as pd
 from models.catalog import VARIANT_COLORS, VARIANTS
 from models.errors import InputError, VariantUnavailable
 from models.logs import configure_logging
-from models.reports import MeasureHere, bench_markdown, load_length_table, load_report_table, pruning_markdown, report_chart
+from models.machine import describe, slower_here
+from models.reports import REPORTS_DIR, MeasureHere, bench_markdown, load_length_table, load_report_table, pruning_markdown, report_chart
 from models.showdown import Showdown
 from models.your_data import Limits
 from optimize.first_start import start_background_build
@@ -153,7 +156,10 @@ def _stats(status: dict, result: dict, baseline: dict | None, task: str) -> str:
                      + (f" · answerability {result['answerability']:+.2f}" if result.get("verifier") and result.get("answerability") is not None else ""))
         if note := unanswerable_note(result):
             lines.insert(0, f"ℹ️ {note}")
-    lines.append(f"size {status['size_bytes'] / 1e6:,.1f} MB · {_accuracy_text(status['accuracy'], status.get('runtime', 'onnxruntime'))}")
+    memory = status.get("memory_bytes")
+    lines.append(f"size {status['size_bytes'] / 1e6:,.1f} MB on disk"
+                 + (f", {memory / 1e6:,.0f} MB in memory" if memory is not None else "")
+                 + f" · {_accuracy_text(status['accuracy'], status.get('runtime', 'onnxruntime'))}")
     if summary := status["accuracy"].get("summary"):  # the promise it keeps and its gated deltas, with intervals
         lines.append(f"promise — {summary}")
     return "\n\n".join(lines) + _gate_text(status["accuracy"])
@@ -173,6 +179,21 @@ def unanswerable_note(result: dict) -> str:
 
 def _qa_answer_text(result: dict) -> str:
     return result["answer"] or "(no answer: the model rates it unanswerable)"
+
+
+def machine_markdown(reference: Path = REPORTS_DIR / "qa.json") -> str:
+    """The machine behind the live numbers, and why INT8 may gain less here than in the reports."""
+    from models.runners import cpu_threads
+
+    here = describe(cpu_threads())
+    versions = ", ".join(f"{name} {here['versions'][name]}" for name in ("torch", "onnxruntime", "transformers")
+                         if name in here["versions"])
+    text = (f"**This machine:** {here['cpu']} ({here['isa']}; INT8: {here['int8']}), {here['cores']} cores, "
+            f"{here['threads']} threads for the models; {versions}.")
+    reference_isa = json.loads(reference.read_text()).get("machine", {}).get("isa", "") if reference.exists() else ""
+    if why := slower_here(reference_isa):
+        text += f"\n\nℹ️ Speedups here may differ from the Benchmarks tab: {why}."
+    return text
 
 
 def _status_markdown(showdown: Showdown) -> str:
@@ -312,6 +333,7 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
         gr.Markdown("# Inference Showdown\nOne input; the **baseline**, **optimized**, **pruned** and "
                     "**pruned-optimized** variants answer side by side, each timed live on this machine, "
                     "with its size and its accuracy measured on held-out data.")
+        gr.Markdown(machine_markdown(), elem_id="machine")
         with gr.Accordion("Variant status", open=any(s["status"] == "building" for s in statuses.values())):
             status_md = gr.Markdown(_status_markdown(showdown))
         timer = gr.Timer(3.0)

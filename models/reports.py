@@ -34,6 +34,7 @@ class Row:
     decode_tokens_per_s: float | None = None  # generation: after the first token
     prefill_tokens_per_s: float | None = None  # generation: the prompt's tokens over the time to the first token
     new_tokens: int | None = None  # generation: tokens written per timed call
+    memory_mb: float | None = None  # resident memory its load added, measured in the report's process
     # QA at longer contexts: [{"tokens", "windows", "p50_ms", "speedup"}], beside the one-window headline
     latency_by_length: list[dict] = field(default_factory=list)
 
@@ -87,7 +88,9 @@ class Report:
         for row in self.rows:
             line = {
                 "variant": row.variant, "runtime": row.runtime, "params (M)": round(row.parameters / 1e6, 1),
-                "size (MB)": round(row.size_mb, 1), **self.accuracy_columns(row),
+                "size (MB)": round(row.size_mb, 1),
+                "memory (MB)": round(row.memory_mb, 1) if row.memory_mb is not None else "—",
+                **self.accuracy_columns(row),
                 "p50 (ms)": round(row.latency_p50_ms, 1), "p95 (ms)": round(row.latency_p95_ms, 1),
                 "speedup": f"{row.speedup_p50:.2f}x",
             }

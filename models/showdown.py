@@ -22,6 +22,7 @@ from pathlib import Path
 from models import generation, qa
 from models.catalog import REPO_ROOT, VARIANTS, Preset, Task, all_presets, default_preset, preset, pushed_preset
 from models.errors import InputError, VariantUnavailable
+from models.machine import resident_bytes
 from models.manifest import built_steps, read_manifest, rejected_recipes, size_bytes, verify
 from models.reports import accuracy_text
 from models.runners import Runner, load_runner
@@ -66,6 +67,7 @@ class Showdown:
     _building: dict[tuple[str, str], str] = field(default_factory=dict)
     _failed: dict[tuple[str, str], str] = field(default_factory=dict)  # builds that failed
     _load_failed: dict[tuple[str, str], str] = field(default_factory=dict)  # loads that failed, with the fix
+    _memory: dict[tuple[str, str], int] = field(default_factory=dict)  # resident bytes each load added, measured
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _run_lock: threading.Lock = field(default_factory=threading.Lock)
     _model_thread: ThreadPoolExecutor = field(  # one long-lived thread runs every model: see answer()
@@ -197,6 +199,7 @@ class Showdown:
             "task": task, "preset": self.preset(task).name, "variant": variant, "runtime": spec.runtime,
             "status": status, "detail": detail,
             "path": str(path) if path else None, "size_bytes": size_bytes(path) if path else 0,
+            "memory_bytes": self._memory.get(key),  # None until loaded here
             "accuracy": accuracy,
         }
 
@@ -233,6 +236,7 @@ class Showdown:
             if located is not None and (corrupt := self._corrupt(task, variant, located)):
                 raise VariantUnavailable(f"{variant} is unavailable: {corrupt}")
             path = resolve(p, spec)
+            before = resident_bytes()
             try:  # loaded on the model thread: ONNX Runtime's and OpenMP's worker threads are its children
                 runner = self._model_thread.submit(load_runner, task, variant, spec.runtime, path).result()
                 self._warm_up(runner)
@@ -243,6 +247,9 @@ class Showdown:
                 log.warning("%s/%s is unavailable: %s", task, variant, self._load_failed[key], exc_info=not expected)
                 raise VariantUnavailable(f"{variant} is unavailable: {self._load_failed[key]}") from error
             self._load_failed.pop(key, None)
+            after = resident_bytes()
+            if before is not None and after is not None:  # weights read, sessions and arenas warmed: its footprint
+                self._memory[key] = max(after - before, 0)
             self._runners[key] = runner
             return runner
 
@@ -386,7 +393,7 @@ class Showdown:
     def mark_built(self, task: Task, variant: str) -> None:
         """A rebuilt variant is served from its new files: forget its runner and earlier faults."""
         with self._lock:
-            for state in (self._runners, self._failed, self._load_failed):
+            for state in (self._runners, self._failed, self._load_failed, self._memory):
                 state.pop(self._key(task, variant), None)
 
     def mark_build_done(self, task: Task, variant: str) -> None:

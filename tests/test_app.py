@@ -19,7 +19,9 @@ def test_variants_endpoint_lists_status_path_size_and_accuracy(client):
         for variant in ("baseline", "optimized"):
             entry = by_key[(task, variant)]
             assert entry["status"] == "ready" and entry["path"] and entry["size_bytes"] > 0
-            assert set(entry) == {"task", "preset", "variant", "runtime", "status", "detail", "path", "size_bytes", "accuracy"}
+            assert set(entry) == {"task", "preset", "variant", "runtime", "status", "detail", "path", "size_bytes",
+                                  "memory_bytes", "accuracy"}
+            assert entry["memory_bytes"] is None or entry["memory_bytes"] >= 0  # measured once loaded here
             assert entry["preset"] == f"tiny-{task}"
 
 

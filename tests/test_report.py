@@ -27,7 +27,11 @@ def test_report_measures_ready_variants_side_by_side_and_round_trips(built_prese
         table, caption = load_report_table(task, tmp_path)
         assert list(table["variant"]) == ["baseline", "optimized"] and report.preset in caption
         assert report_chart(task, tmp_path).endswith(f"{task}.png")
-    assert (tmp_path / "generation.md").read_text().count("tokens/s") == 1
+    header = (tmp_path / "generation.md").read_text().splitlines()[2]  # overall, prompt and decoding speed apart (issue 52)
+    assert [c.strip() for c in header.split("|") if "tokens" in c] == [
+        "tokens written", "tokens/s", "prompt tokens/s", "decode tokens/s"], header
+    assert "memory (MB)" in header and all(row.memory_mb is not None and row.memory_mb >= 0 for row in report.rows)
+    assert all(row.new_tokens == report.rows[0].new_tokens for row in report.rows)  # equal work (issue 49)
     assert not load_length_table("generation", tmp_path).size
     assert re.search(r"\d+-token chat prompt", report.workload), report.workload  # TTFT depends on the prompt's length
 

@@ -54,7 +54,7 @@ def recorded(preset_name: str, directory: Path, load: Callable[[], object], limi
     "per_question"}, plus "recorded": when and where, if it came from the record): measured with
     `load()`'s runner only when these exact files were never measured on this set (or `measure_again`)."""
     from optimize.build import source_fingerprint
-    from optimize.cpu import isa
+    from models.machine import isa
     from optimize.publish.report import machine
     from optimize.quantize.ladder_record import record_path
 

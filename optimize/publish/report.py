@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-import platform
 import time
 from dataclasses import dataclass
 
@@ -20,12 +18,11 @@ import numpy as np
 
 from models import generation, qa
 from models.errors import VariantUnavailable
-from models.manifest import versions
 from models.reports import Report, Row
 from models.runners import cpu_threads
 from models.showdown import SEED_CONTEXT_LONG, Showdown
 from models.timing import percentile, timed_rounds
-from optimize.cpu import isa
+from models.machine import describe
 
 log = logging.getLogger("optimize.publish.report")
 QA_QUESTION = "Who worked a little bit harder?"
@@ -44,15 +41,7 @@ class ReportConfig:
 
 
 def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "isa": isa(), "cores": os.cpu_count(), "threads": cpu_threads(), "versions": versions()}
+    return describe(cpu_threads())
 
 
 def qa_context(tokenizer, tokens: int) -> str:
@@ -123,6 +112,7 @@ def measure_task(showdown: Showdown, task: str, config: ReportConfig) -> Report:
         source = runners.get(showdown.preset(task).variant(variant).built_from or "")
         row = Row(variant=variant, runtime=runners[variant].runtime, parameters=parameters(runners[variant], source),
                   size_mb=status["size_bytes"] / 1e6, accuracy=status["accuracy"],
+                  memory_mb=status["memory_bytes"] / 1e6 if status.get("memory_bytes") is not None else None,
                   latency_p50_ms=percentile(totals, 50), latency_p95_ms=percentile(totals, 95),
                   speedup_p50=(baseline / p50(variant)) if baseline else float("nan"))
         if variant in by_length:

@@ -14,7 +14,7 @@ import logging
 from datetime import date
 from pathlib import Path
 
-from optimize.cpu import isa
+from models.machine import isa
 
 RECORD = Path(__file__).with_name("ladder_record.json")
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from optimize.cpu import has_vnni
+from models.machine import has_vnni
 
 log = logging.getLogger(__name__)
 

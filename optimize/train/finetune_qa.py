@@ -27,7 +27,7 @@ import torch
 from models.qa import QAConfig, tokenize
 from models.runners import torch_qa_logits
 from models.sources import minilm_path
-from optimize.cpu import has_bf16
+from models.machine import has_bf16
 from optimize.evaluate import squad
 from optimize.evaluate.squad_metrics import evaluate_model
 from optimize.publish.model_card import write_qa_card

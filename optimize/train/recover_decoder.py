@@ -220,7 +220,7 @@ def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: Re
     import random
     import time
 
-    from optimize.cpu import has_bf16
+    from models.machine import has_bf16
 
     if config.steps == 0:
         return []
