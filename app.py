@@ -408,7 +408,7 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
                                  concurrency_limit=None)
 
         with gr.Tab("About"):
-            gr.Markdown(ABOUT)
+            gr.Markdown(about_text())
 
         gr.api(showdown.variants, api_name="variants")
         gr.api(api_qa(showdown), api_name="qa")
@@ -473,15 +473,16 @@ def api_generate(showdown: Showdown, with_preset: bool = False):
     return generate_preset if with_preset else generate
 
 
-ABOUT = """
+ABOUT_TEMPLATE = """
 **What you see.** Each variant is a real model running here: `baseline` is PyTorch fp32 (eager);
 `optimized` is the baseline exported to ONNX, graph-optimized by ONNX Runtime and quantized to
 INT8 where its accuracy gates allow (its build steps say what it got; FP16 on a CUDA machine). The
 generation baseline comes from a 4-bit GGUF, so its `optimized` carries that GGUF's own 4-bit
 weights, bit for bit, with fp32 compute: the same model, gated on giving the same text. `pruned`
 and `pruned-optimized` are the structurally pruned model and its optimized export. All variants share one tokenisation and
-post-processing path, so only the model differs. Latency is measured per request after a warm-up,
-and the order in which variants run rotates on every request.
+post-processing path, so only the model differs. On every click each variant is timed on the
+call right after one untimed call on the same input (after idle time, a lone call measures how long
+the variant slept, not the variant), and the order in which variants run rotates on every click.
 
 **Two QA modes.** By default every variant returns its best span (at most 15 tokens), as
 transformers' `question-answering` pipeline does (`handle_impossible_answer=False`,
@@ -501,18 +502,31 @@ and three windows, measured side by side.
 **Accuracy is measured, not assumed.** QA, two ways, on SQuAD 2.0 articles never used in
 training: SQuAD 2.0 EM/F1 (overall, answerable, unanswerable) with each variant's own fitted
 verifier and threshold (and, beside it, F1 with the null margin alone deciding), and SQuAD
-1.1-style forced-span EM/F1 on the answerable questions; plus F1 on
-42 hand-written questions about everyday texts, 4 of them unanswerable (`optimize/everyday_qa.json`). Generation:
-perplexity on held-out Wikipedia text, the score on a public 60-prompt instruction set
-(`optimize/instruction_set.json`: facts, arithmetic, formats, longer answers, each checked by
-keywords or an exact pattern), and greedy next-token agreement with the source. An ONNX export
-promises its source's model, so agreement is its gate (plus, for an export of exact weights, the
-share of 64 held-out prompts whose 64-token greedy text is its source's). A pruned model is a
-smaller model by design: it is gated on perplexity (≤ 1.5x) and on keeping ≥ 90 % of the
-baseline's instruction-set score; its agreement is shown, not gated.
+1.1-style forced-span EM/F1 on the answerable questions; plus F1 on 42 hand-written questions about
+everyday texts, 4 of them unanswerable (`optimize/evaluate/everyday_qa.json`). Generation:
+perplexity on held-out Wikipedia text, reading-comprehension F1 (held-out SQuAD questions asked
+about their paragraph, with a 95 % interval), the score on a public 60-prompt instruction set
+(`optimize/evaluate/instruction_set.json`), and greedy agreement with the source. Each variant
+keeps one promise, and the build publishes nothing that misses its gate:
 
-**API.** `/variants`, `/qa` and `/generate` are callable with `gradio_client` (see the README).
+{gates}
+
+**Try it on your data.** The "Your data" tab scores every variant on your own questions (SQuAD
+JSON, CSV or JSONL): F1, EM, no-answer accuracy, latency and agreement with the baseline, with
+the per-question answers to download.
+
+**API.** `/variants`, `/qa`, `/compare_qa` (every variant, as a click), `/generate` and `/score_qa` (your
+file) are callable with `gradio_client` (see the README).
 """
+
+
+def about_text() -> str:
+    """The About tab, its gate paragraph generated from the gates the build checks."""
+    from optimize.evaluate.gates import PROMISES, gate_descriptions
+
+    gates = "\n".join(f"- **{promise}** ({PROMISES[promise].split(':')[0]}): {text}."
+                       for promise, text in gate_descriptions().items())
+    return ABOUT_TEMPLATE.replace("{gates}", gates)
 
 
 # Queue and concurrency. Model work is serialized by the showdown (one model computes at a time,

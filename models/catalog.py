@@ -132,7 +132,7 @@ PRESETS: tuple[Preset, ...] = (
             Variant("pruned", "torch", Source("built"), built_from="baseline", recipe_dir="weights/generation-smollm2-pruned",
                     steps=("structured-prune (6 of 30 layers)", "LoRA distillation from baseline (reading comprehension)"),
                     how_to_build="python -m optimize build --task generation --variant pruned "
-                                 "(plan + delta: scripts/gpu_reading_distill.py on a GPU; on CPU: "
+                                 "(plan + delta: experiments/gpu/gpu_reading_distill.py on a GPU; on CPU: "
                                  "python -m optimize prune --task generation --layers-dropped 6)"),
             optimized_variant("generation-smollm2", "generation", built_from="pruned", name="pruned-optimized"),
         ),

@@ -120,3 +120,17 @@ def test_a_pruned_decoders_line_shows_its_perplexity_and_instruction_intervals()
     assert promise_line("generation", "torch", metrics) == (
         "pruned: perplexity 1.165x (95% CI 1.121x to 1.207x), instruction set −6.7 (95% CI −15.0 to +1.7) points, "
         "same greedy token on 71.2%")
+
+
+def test_the_about_tab_states_the_gates_the_build_checks():
+    """Issue 51: the About tab's gate paragraph is generated from the gates, so it cannot drift from them."""
+    from app import about_text
+    from optimize.evaluate.gates import Gates, gate_descriptions
+
+    about = about_text()
+    for text in gate_descriptions().values():
+        assert text in about
+    gates = Gates()
+    assert f"≥ {gates.exact_agreement_pct:g} %" in about and f"≤ {gates.pruned_perplexity_ratio:g}x" in about
+    assert f"≥ {gates.pruned_reading_pct:g} % of the baseline's" in about
+    assert "instruction-set score" not in about  # the old, untrue gate for `pruned`

@@ -74,6 +74,22 @@ class Gates:
     pruned_instruction_pct: float = 90.0  # only where reading comprehension was not measured (older builds)
 
 
+def gate_descriptions(gates: Gates = Gates()) -> dict[str, str]:
+    """Each promise's gate in words, from the values the build checks: the app's About tab and the
+    README say what the code does because they are generated from it."""
+    return {
+        "exact": (f"the same forced QA span / greedy next token as its source on ≥ {gates.exact_agreement_pct:g} % of "
+                  f"held-out inputs (generation: and the same 64-token text on ≥ {gates.exact_identical_pct:g} % of "
+                  "prompts)"),
+        "lossy": (f"QA SQuAD 2.0 F1 and forced-span F1 each within {gates.lossy_f1_drop:g} point of its source; "
+                  f"generation perplexity ≤ {gates.lossy_perplexity_ratio:g}x its source's and reading-comprehension F1 "
+                  f"within {gates.lossy_f1_drop:g} point; agreement with the source shown beside, not gated"),
+        "pruned": (f"QA within {gates.pruned_f1_drop:g} points of the baseline on both measures; generation perplexity "
+                   f"≤ {gates.pruned_perplexity_ratio:g}x the baseline's and reading-comprehension F1 ≥ "
+                   f"{gates.pruned_reading_pct:g} % of the baseline's; the instruction set and agreement shown, not gated"),
+    }
+
+
 def promise_of(runtime: str, metrics: dict) -> str:
     """What a variant promises: the build records it; a manifest from before promises were
     recorded is read by what it measured."""

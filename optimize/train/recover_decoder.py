@@ -232,7 +232,7 @@ def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: Re
         optimizer, lambda step: min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * step / config.steps)))
     losses: list[float] = []
     start, spent_s = _resume(checkpoint, config, trainable, optimizer, schedule, rng, losses) if checkpoint else (0, 0.0)
-    device = next(student.parameters()).device  # a lent GPU distils longer (scripts/gpu_distill_generation.py)
+    device = next(student.parameters()).device  # a lent GPU distils longer (experiments/gpu/gpu_distill_generation.py)
     bf16 = has_bf16() or device.type == "cuda"
     hidden = config.hidden_weight > 0 and kept_layers is not None
     student.train()

@@ -11,7 +11,7 @@ Until 2026-11-23 `prompts()` drew on every topic, seven of which share a word wi
 the instruction set ("recycling", "tea", "the moon landing", "the human heart", ...). The recovery
 deltas committed then were distilled on those; measured afterwards, the 2 % `pruned` model of that
 time passed 6 of the 8 overlapping prompts where the baseline passes 7, so they did not lift its
-score. The default `pruned` since 2026-11-26 was distilled without them (scripts/gpu_reading_distill.py).
+score. The default `pruned` since 2026-11-26 was distilled without them (experiments/gpu/gpu_reading_distill.py).
 """
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 #!/bin/bash
-# The QA second-stage sweep (issue 27) on a lent GPU; first, here: scripts/device_trip.sh untrack 1,
+# The QA second-stage sweep (issue 27) on a lent GPU; first, here: experiments/gpu/device_trip.sh untrack 1,
 # and carry .gpu (the wheels, .gpu/squad2.tar.xz with the two SQuAD 2.0 files, .gpu/stage1.tar.xz with
 # the stage-1 baseline and the stage-1 pruned model without its word embeddings, which are the baseline's).
 #   start [S]:  set up, train every candidate side by side, then `finish` within S seconds
 #   finish [S]: wait for the candidates (at most S seconds), average the seed soups, choose by validation
-#               (scripts/gpu_qa_stage2.py), bring back the chosen baseline
+#               (experiments/gpu/gpu_qa_stage2.py), bring back the chosen baseline
 #   pruned:     (the next call, machine still warm) bring back the chosen pruned model
 # Every call re-sends the working tree and drops what the last one wrote into it: models live in /tmp.
 set -u
@@ -25,7 +25,7 @@ MORE=(
   "p-more-2ep p 2 3e-5 42 1.0 1.0"
 )
 
-source scripts/gpu_qa_setup.sh  # setup
+source experiments/gpu/gpu_qa_setup.sh  # setup
 
 launch() {
   for candidate in "$@"; do
@@ -45,9 +45,9 @@ finish() {  # $1: seconds to wait at most
   fi
   for log in /tmp/runs/*.log; do echo "== $log"; grep -E "train:|validation|Error|error" $log | grep -v held-out | tail -n 4; done
   for kind in b p; do
-    python3 scripts/gpu_qa_stage2.py soup /tmp/runs/$kind-soup /tmp/runs/$kind-swap /tmp/runs/$kind-swap-s1 /tmp/runs/$kind-swap-s2
-    [ -d /tmp/runs/$kind-more-s1 ] && python3 scripts/gpu_qa_stage2.py soup /tmp/runs/$kind-more-soup /tmp/runs/$kind-more /tmp/runs/$kind-more-s1 /tmp/runs/$kind-more-s2
-    python3 scripts/gpu_qa_stage2.py choose $kind /tmp/runs/$kind-*
+    python3 experiments/gpu/gpu_qa_stage2.py soup /tmp/runs/$kind-soup /tmp/runs/$kind-swap /tmp/runs/$kind-swap-s1 /tmp/runs/$kind-swap-s2
+    [ -d /tmp/runs/$kind-more-s1 ] && python3 experiments/gpu/gpu_qa_stage2.py soup /tmp/runs/$kind-more-soup /tmp/runs/$kind-more /tmp/runs/$kind-more-s1 /tmp/runs/$kind-more-s2
+    python3 experiments/gpu/gpu_qa_stage2.py choose $kind /tmp/runs/$kind-*
   done
   # a call brings back a few files of at most ~16 MiB each: one archive of the logs, the chosen baseline in chunks
   (cd /tmp && tar czf $OUT/logs.tgz runs/*.log runs/*/training.json runs/*/soup.json 2>/dev/null)

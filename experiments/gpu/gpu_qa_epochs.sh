@@ -3,7 +3,7 @@
 # SQuAD 1.1 once (one epoch, 7.5 h on 2 cores); this continues both stage-1 models for up to 2 more
 # epochs (lr 5e-5, warm-up and decay), then repeats the shipped second stage (SQuAD 2.0 files only,
 # removed-answer negatives 0.5, 1 epoch, lr 3e-5). train-qa keeps the best epoch by validation.
-# First, here: scripts/device_trip.sh untrack 1, and carry .gpu: .gpu/stage1.tar.xz (the stage-1
+# First, here: experiments/gpu/device_trip.sh untrack 1, and carry .gpu: .gpu/stage1.tar.xz (the stage-1
 # baseline and the stage-1 pruned model without its word embeddings, which are the baseline's),
 # .gpu/tf-slim.tar.xz (transformers 4.57.6 with only the bert/auto/encoder_decoder models: the full
 # wheel does not fit the trip beside the weights), .gpu/whl (huggingface_hub), .gpu/squad*.tar.xz.
@@ -17,7 +17,7 @@ COMMON="--answerable-first-epochs 0 --null-fraction 1.0 --answerability-weight 1
 STAGE1="--full-data --epochs 2 --learning-rate 5e-5 $COMMON"
 STAGE2="--answerability-stage --epochs 1 --learning-rate 3e-5 --removed-answer-share 0.5 $COMMON"
 
-source scripts/gpu_qa_setup.sh  # setup
+source experiments/gpu/gpu_qa_setup.sh  # setup
 
 run_stage() {  # $1: stage name, $2: seconds to allow, $3: options; init from $4 (b) and $5 (p)
   for kind in b p; do

@@ -10,7 +10,7 @@ train-qa's own `remeasure`, and are not read by this choice.
 - `soup OUT MEMBER...`: average the members' weights, save fp16 with the first member's config and tokenizer,
   score validation, write `soup.json`.
 - `choose KIND DIR...`: print every candidate's validation score, copy the best folder to /tmp/chosen-KIND.
-Usage on the device: scripts/gpu_qa_stage2.sh.
+Usage on the device: experiments/gpu/gpu_qa_stage2.sh.
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from pathlib import Path
 
 
 def embed(pruned: Path, baseline: Path) -> None:
-    from scripts.gpu_qa_full import restore_word_embeddings
+    sys.path.insert(0, str(Path(__file__).parent))  # its sibling, run as a script from the repo root
+    from gpu_qa_full import restore_word_embeddings
 
     restore_word_embeddings(pruned / "model.safetensors", baseline)
 

@@ -1,12 +1,12 @@
 """Prune SmolLM2 by >= 20 % of its block parameters and recover it by distillation on a lent GPU
-(DEVELOPERS.md: `device`); not part of the demo or the tests.
+(the device tool: /work/.library/device/README.md); not part of the demo or the tests.
 
-Same plan and recovery code as `python -m optimize prune-generation` (optimize/prune/decoder.py, optimize/train/recover_decoder.py),
+Same plan and recovery code as `python -m optimize prune --task generation` (optimize/prune/decoder.py, optimize/train/recover_decoder.py),
 with more teacher answers, both SQuAD folders' training paragraphs, and far more steps than two
 CPU cores afford. For each candidate it writes the committed form (pruning.json + LoRA/norm delta)
 and measures perplexity on held-out Wikipedia and the instruction-set score (HF greedy decoding
 here; the build re-measures through the app's own path on CPU).
-Usage on the device: SHOWDOWN_SHARED_DATA=DATA python scripts/gpu_distill_generation.py GGUF WORK_DIR SECONDS [--only NAME --rank R --lr LR
+Usage on the device: SHOWDOWN_SHARED_DATA=DATA python experiments/gpu/gpu_distill_generation.py GGUF WORK_DIR SECONDS [--only NAME --rank R --lr LR
 --chat-repeats N --teacher-prompts N --formats --resume COMMITTED_DIR]
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: models/ and optimize/ from the checkout
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: models/ and optimize/ from the checkout
 
 CANDIDATES = (  # (name, DecoderPruneConfig overrides): each removes >= 20 % of block parameters
     ("drop6", dict(layers_dropped=6, ffn_kept=1536)),

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Fit a job's trip to a lent GPU (DEVELOPERS.md: `device`): a call carries at most 64 MiB of working
+# Fit a job's trip to a lent GPU (the device tool: /work/.library/device/README.md): a call carries at most 64 MiB of working
 # tree, and this repository tracks ~200 MB of weights. Run here, from the repo root:
 #   untrack [MB]          untrack every tracked file over MB (default 5) for the calls, ignore it, print the
 #                         tree size that will travel; the files stay on disk

