@@ -96,13 +96,17 @@ def _accuracy_text(accuracy: dict, runtime: str = "onnxruntime") -> str:
             text += f" · everyday-set F1 {accuracy['everyday_f1']:.1f}"
         if "agreement_pct" in accuracy:
             text += f" · same span as its source {accuracy['agreement_pct']:.1f} %"
+        if accuracy.get("recorded"):
+            text += f" · read from a record ({accuracy['recorded']}), not measured on this machine"
         return text
     if "agreement_pct" in accuracy:
         parts = [f"perplexity {accuracy['perplexity']:.2f}"] if "perplexity" in accuracy else []
         if "reading_f1" in accuracy:
             low, high = accuracy.get("reading_f1_ci95", (None, None))
             interval = f" (95% CI {low:.1f} to {high:.1f}, {accuracy['reading_questions']} questions)" if low is not None else ""
-            parts.append(f"reading-comprehension F1 {accuracy['reading_f1']:.1f}{interval}")
+            recorded = (f", read from a record measured {accuracy['reading_recorded']}, not on this machine"
+                        if accuracy.get("reading_recorded") else ", measured on this machine")
+            parts.append(f"reading-comprehension F1 {accuracy['reading_f1']:.1f}{interval}{recorded}")
         if "instruction_pct" in accuracy:
             share = (f" ({accuracy['instruction_of_baseline_pct']:.0f} % of baseline's)"
                      if "instruction_of_baseline_pct" in accuracy else "")

@@ -135,10 +135,11 @@ class Showdown:
         if manifest.get("metrics"):
             return manifest["metrics"]
         training = _read_json(path / "training.json")
+        recorded = {"recorded": f"by its training run, {training.get('trained_on') or training.get('device', 'elsewhere')}"}
         if training.get("held_out"):
-            return training["held_out"]
+            return {**training["held_out"], **recorded}
         if training:
-            return {"split": "test articles " + ", ".join(training["articles"]["test"]), **training["test"]}
+            return {"split": "test articles " + ", ".join(training["articles"]["test"]), **training["test"], **recorded}
         if task == "generation" and variant == "baseline":
             reference = {}
             names = {v.name for v in self.preset(task).variants}
@@ -149,7 +150,9 @@ class Showdown:
                 return {"agreement_pct": 100.0, "perplexity": reference["reference_perplexity"], "note": "reference",
                         **({"instruction_pct": reference["reference_instruction_pct"]} if "reference_instruction_pct" in reference else {}),
                         **({"reading_f1": reference["reference_reading_f1"], "reading_questions": reference["reading_questions"],
-                            "reading_f1_ci95": reference["reference_reading_f1_ci95"]} if "reference_reading_f1_ci95" in reference else {})}
+                            "reading_f1_ci95": reference["reference_reading_f1_ci95"]} if "reference_reading_f1_ci95" in reference else {}),
+                        **({"reading_recorded": reference["reference_reading_recorded"]}
+                           if "reference_reading_recorded" in reference else {})}
         return {}
 
     def _fix(self, task: Task, variant: str) -> str:

@@ -136,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
                        help="with --model, generation: measure reading comprehension on the first N held-out questions "
                             "(default all 616: minutes per variant on 2 cores; a small N is noise, its interval says so)")
 
+    verify = stages.add_parser("verify", help="measure every gate of every built variant again here, no record read; "
+                                              "say where the records disagree (reports/verify-*)")
+    verify.add_argument("--task", choices=("qa", "generation"), action="append")
+
     report = stages.add_parser("report", help="measure every ready variant side by side; write reports/")
     report.add_argument("--task", choices=("qa", "generation"), action="append")
     report.add_argument("--rounds", type=int, help="timed rounds per variant")
@@ -248,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
         except (InputError, VariantUnavailable, GateFailed) as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
+    elif args.stage == "verify":
+        from optimize.verify import run
+        return run(args.task or ["qa", "generation"])
     elif args.stage == "report":
         from optimize.publish.report import ReportConfig, run
         config = ReportConfig()

@@ -73,7 +73,8 @@ def save_null_decision(directory: Path, metrics: dict) -> dict:
     path = Path(directory) / "qa_config.json"
     config = json.loads(path.read_text()) if path.exists() else {}
     decision = {"null_threshold": metrics["null_threshold"], "verifier": metrics["verifier"]}
-    path.write_text(json.dumps({**config, **decision}, indent=2) + "\n")
+    if not records_off():  # `optimize verify` measures a built variant, it never changes it
+        path.write_text(json.dumps({**config, **decision}, indent=2) + "\n")
     return {k: v for k, v in metrics.items() if k != "verifier"}
 
 
@@ -242,6 +243,8 @@ def reading_against(preset_name: str, runner: Runner, reference_path: Path, load
         metrics["reading_of_baseline_pct"] = round(100 * own["reading_f1"] / source["reading_f1"], 1) if source["reading_f1"] else 100.0
     if "recorded" in own:
         metrics["reading_recorded"] = own["recorded"]
+    if "recorded" in source:
+        metrics["reference_reading_recorded"] = source["recorded"]
     return metrics
 
 
@@ -298,6 +301,12 @@ def split_of(training: dict | None) -> squad.ArticleSplit:
 REFERENCE_RECORD = Path(__file__).with_name("reference_record")
 
 
+def records_off() -> bool:
+    """SHOWDOWN_NO_RECORDS=1 (`python -m optimize verify`): no committed or cached record is read;
+    everything is measured on this machine."""
+    return os.environ.get("SHOWDOWN_NO_RECORDS") == "1"
+
+
 def reference_cache(source: Path, kind: str, compute) -> dict:
     """The reference side of a comparison depends only on the source's weights: computed once per
     source fingerprint and reused by every variant built from it (builds of 4 variants share 2).
@@ -311,7 +320,9 @@ def reference_cache(source: Path, kind: str, compute) -> dict:
 
     name = f"{kind}-{source_fingerprint(source)[:16]}.json"
     path = artifacts_root() / "reference-cache" / name
-    for known in (path, REFERENCE_RECORD / name):
+    if records_off():  # `optimize verify`: measured here, kept apart from the records
+        path = artifacts_root() / "verify-cache" / name
+    for known in (path,) if records_off() else (path, REFERENCE_RECORD / name):
         if known.exists():
             return json.loads(known.read_text())
     value = compute()

@@ -58,7 +58,11 @@ def recorded(preset_name: str, directory: Path, load: Callable[[], object], limi
     from optimize.publish.report import machine
     from optimize.quantize.ladder_record import record_path
 
+    from optimize.evaluate.accuracy import records_off
+
     data = questions(limit)
+    if records_off():  # `optimize verify`: measured here and not written into the record
+        return measure(load(), data)
     key = f"{source_fingerprint(directory)[:16]}-{set_key(data)}"
     path = record_path(preset_name, RECORD, "reading-record.json")
     entries = json.loads(path.read_text()) if path.exists() else {}

@@ -1,0 +1,117 @@
+"""`python -m optimize verify [--task T]`: every gate of every built variant measured again on this
+machine with no record read (the reading record, the reference record, the reference cache), and
+where the records disagree with what was measured here.
+
+A fresh machine's first build reads records measured elsewhere (ARCHITECTURE.md, "Records") to
+start within minutes; this is the check that those records still describe the artifacts here.
+Minutes per variant on 2 cores (reading comprehension decodes hundreds of answers per model)."""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from models.catalog import Preset, Task, default_preset
+from models.machine import describe
+from models.manifest import read_manifest
+from models.reports import REPORTS_DIR
+from models.runners import cpu_threads
+from models.sources import resolve
+from optimize.evaluate import accuracy, gates
+
+log = logging.getLogger(__name__)
+
+# How far a measure may move between CPUs with the same bytes before it counts as a disagreement,
+# where the record carries no interval: float rounding flips a few answers or tokens, no more.
+POINTS = {"overall_f1": 1.0, "forced_f1": 1.0, "everyday_f1": 2.5, "agreement_pct": 1.0,
+          "identical_continuations_pct": 5.0, "instruction_pct": 5.0}
+RELATIVE = {"perplexity": 0.01, "reference_perplexity": 0.01}
+INTERVALS = {"reading_f1": "reading_f1_ci95", "reference_reading_f1": "reference_reading_f1_ci95"}
+
+
+@dataclass
+class Finding:
+    variant: str
+    measure: str
+    recorded: float | None
+    here: float | None
+    verdict: str  # "agrees", "disagrees", "gate missed here"
+
+
+def compare(variant: str, recorded: dict, here: dict) -> list[Finding]:
+    out = []
+    for measure in (*POINTS, *RELATIVE, *INTERVALS):
+        if measure not in recorded or measure not in here:
+            continue
+        old, new = float(recorded[measure]), float(here[measure])
+        if measure in INTERVALS and INTERVALS[measure] in recorded:
+            low, high = recorded[INTERVALS[measure]]
+            agrees = low <= new <= high
+        elif measure in RELATIVE:
+            agrees = abs(new - old) <= RELATIVE[measure] * abs(old)
+        else:
+            agrees = abs(new - old) <= POINTS[measure]
+        out.append(Finding(variant, measure, old, new, "agrees" if agrees else "disagrees"))
+    return out
+
+
+@contextlib.contextmanager
+def no_records() -> Iterator[None]:
+    previous = os.environ.get("SHOWDOWN_NO_RECORDS")
+    os.environ["SHOWDOWN_NO_RECORDS"] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("SHOWDOWN_NO_RECORDS") if previous is None else os.environ.update(SHOWDOWN_NO_RECORDS=previous)
+
+
+def verify_preset(preset: Preset, progress: Callable[[str], None] = log.info) -> list[Finding]:
+    findings = []
+    for spec in preset.variants:
+        directory = preset.built_dir(spec.name)
+        manifest = read_manifest(directory) if spec.source.kind == "built" else None
+        if not manifest or not manifest.get("metrics") or not spec.built_from:
+            continue
+        recorded = manifest["metrics"]
+        promise = gates.promise_of(spec.runtime, recorded)
+        progress(f"{preset.name}/{spec.name}: measuring every gate here ({promise}), no record read")
+        started = time.perf_counter()
+        with no_records():
+            here = accuracy.measure(preset, directory, spec.name, resolve(preset, preset.variant(spec.built_from)), promise)
+        findings += compare(spec.name, recorded, here)
+        findings += [Finding(spec.name, miss, None, None, "gate missed here")
+                     for miss in gates.failures(preset.task, spec.runtime, {**here, "promise": promise})]
+        progress(f"{preset.name}/{spec.name}: done in {time.perf_counter() - started:.0f} s")
+    return findings
+
+
+def markdown(task: Task, preset: Preset, findings: list[Finding]) -> str:
+    machine = describe(cpu_threads())
+    lines = [f"### Verify — {task} ({preset.name}), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
+             f"{machine['cpu']} ({machine['isa']}), {machine['threads']} threads; every gate measured here, no record "
+             "read (`python -m optimize verify`).", "",
+             "| variant | measure | record | here | verdict |", "|---|---|---|---|---|"]
+    for f in findings:
+        number = lambda v: "" if v is None else f"{v:.2f}"  # noqa: E731
+        lines.append(f"| {f.variant} | {f.measure} | {number(f.recorded)} | {number(f.here)} | {f.verdict} |")
+    return "\n".join(lines) + "\n"
+
+
+def run(tasks: list[Task], output: Path = REPORTS_DIR) -> int:
+    """Exit status 1 when any measure disagrees with its record or any gate is missed here."""
+    failed = False
+    for task in tasks:
+        preset = default_preset(task)
+        findings = verify_preset(preset, print)
+        text = markdown(task, preset, findings)
+        output.mkdir(parents=True, exist_ok=True)
+        (output / f"verify-{task}.md").write_text(text)
+        (output / f"verify-{task}.json").write_text(json.dumps([asdict(f) for f in findings], indent=1) + "\n")
+        print(text)
+        failed |= any(f.verdict != "agrees" for f in findings)
+    return 1 if failed else 0
