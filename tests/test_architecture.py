@@ -37,3 +37,31 @@ def test_no_module_is_too_long_to_read_top_to_bottom():
     long = {str(p.relative_to(REPO_ROOT)): n for folder in ("models", "optimize", "ui") for p in (REPO_ROOT / folder).rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def function_lengths(paths) -> dict[str, int]:
+    out = {}
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out[f"{path.relative_to(REPO_ROOT)}:{node.name}"] = node.end_lineno - node.lineno + 1
+    return out
+
+
+def test_the_cli_only_registers_commands_and_no_function_is_too_long_to_read():
+    """Issue 51: `__main__.py` registers the commands of optimize/commands/ (each its own module with
+    its parser and its run) and `python -m optimize --help` lists every one; no function in the build,
+    the runtime or the UI runs past 80 lines; app.py stays under the modules' cap."""
+    import subprocess
+    import sys
+
+    from optimize.commands import COMMANDS
+
+    assert len((REPO_ROOT / "optimize" / "__main__.py").read_text().splitlines()) <= 60
+    listed = subprocess.run([sys.executable, "-m", "optimize", "--help"], cwd=REPO_ROOT, capture_output=True, text=True).stdout
+    assert all(command.NAME in listed for command in COMMANDS) and len(COMMANDS) >= 14, listed
+    assert {c.__name__.rsplit(".", 1)[-1] for c in COMMANDS} == {c.NAME.replace("-", "_") for c in COMMANDS}
+    paths = [REPO_ROOT / "app.py", *(p for folder in ("models", "optimize", "ui") for p in (REPO_ROOT / folder).rglob("*.py"))]
+    long = {name: n for name, n in function_lengths(paths).items() if n > 80}
+    assert not long, f"functions over 80 lines: {long}"
+    assert len((REPO_ROOT / "app.py").read_text().splitlines()) <= MAX_LINES

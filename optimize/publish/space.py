@@ -22,7 +22,7 @@ from models.errors import ConfigError
 Device = Literal["cpu", "gpu"]
 # What the app needs at runtime, and the README (its YAML header configures the Space). Not the
 # weights: the Space reads every variant from the pushed repos. Not tests/ or artifacts/.
-SPACE_FILES = ("app.py", "README.md", "models/*.py", "optimize/**/*.py", "optimize/**/*.json", "reports/*", "docs/*")
+SPACE_FILES = ("app.py", "README.md", "models/*.py", "ui/*.py", "optimize/**/*.py", "optimize/**/*.json", "reports/*", "docs/*")
 # A Space installs `requirements.txt` only; on GPU hardware it gets the CUDA builds of ONNX Runtime.
 REQUIREMENTS: dict[str, str] = {"cpu": "requirements.txt", "gpu": "requirements-gpu.txt"}
 PREFIX_VARIABLE = "SHOWDOWN_HUB_PREFIX"  # what models.showdown.Showdown.from_environment reads

@@ -1,0 +1,31 @@
+"""`python -m optimize bench`: the project's variants against what users would pick instead (the
+transformers pipeline, optimum's INT8, llama.cpp where installed) and the app's round trip, in one
+run (reports/bench.*)."""
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+
+NAME = "bench"
+HELP = "project variants vs transformers pipeline and optimum INT8, one run"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--task", choices=("qa", "generation"), action="append")
+    parser.add_argument("--quick", action="store_true", help="few rounds, no long document (the regression test's setting)")
+    parser.add_argument("--no-app", action="store_true", help="skip the gradio_client round trip")
+    parser.add_argument("--output", type=Path, help="folder for bench.json / bench.md (default reports/)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from optimize.bench.run import BenchConfig
+    from optimize.bench.run import run as bench_run
+
+    config = (BenchConfig(qa_rounds=5, long_document_words=0, generation_rounds=2, app_rounds=5, outside_f1=False,
+                          agreement_prompts=2)
+              if args.quick else BenchConfig())
+    if args.no_app:
+        config = replace(config, app=False)
+    bench_run(config, tuple(args.task or ("qa", "generation")), **({"output": args.output} if args.output else {}))
+    return 0

@@ -1,0 +1,74 @@
+"""`python -m optimize build`: a variant end to end (export, graph optimization, the recipe ladder,
+the gate of its promise, an atomic manifest), or with `--model` a preset of yours and its four variants."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+NAME = "build"
+HELP = "build variants: ONNX export, graph optimization, INT8/FP16"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--task", choices=("qa", "generation"), required=True)
+    parser.add_argument("--preset", help="catalog preset (default: the task's offline default)")
+    parser.add_argument("--variant", default="optimized", help="variant to build (default optimized)")
+    parser.add_argument("--force", action="store_true", help="rebuild even when the manifest is up to date")
+    parser.add_argument("--no-eval", action="store_true", help="skip the accuracy measurement")
+    parser.add_argument("--recipe", choices=("int8", "fp32", "gguf-q4", "gguf-q4-int8"),
+                            help="one explicit ONNX recipe instead of the default ladder (gguf-q4*: a GGUF source's own weights)")
+    parser.add_argument("--full-ladder", action="store_true",
+                            help="measure every recipe rung again, also those recorded as rejected for this source "
+                                 "(optimize/quantize/ladder_record.json), and record the result")
+    parser.add_argument("--allow-missed-gates", action="store_true",
+                            help="publish a variant that misses an accuracy gate, recording the miss (default: fail)")
+    parser.add_argument("--model", metavar="ID_OR_PATH",
+                            help="your model (a Hub id or a folder): add it to the user catalog and build all four variants")
+    parser.add_argument("--name", help="with --model: the preset's name (default: from the model id)")
+    parser.add_argument("--revision", help="with --model: a Hub revision (branch, tag or commit)")
+    parser.add_argument("--heads-kept", type=float, default=0.67, help="with --model: share of attention heads kept (GQA: of each group's queries)")
+    parser.add_argument("--ffn-kept", type=float, default=0.67, help="with --model: share of FFN neurons kept")
+    parser.add_argument("--layers-dropped", type=int, default=0, help="with --model: whole layers removed")
+    parser.add_argument("--recovery-steps", type=int, default=300, help="with --model: distillation steps after pruning")
+    parser.add_argument("--data", help="with --model: your own SQuAD-format JSON for recovery (default: the shared SQuAD data)")
+    parser.add_argument("--reading-questions", type=int, metavar="N",
+                            help="with --model, generation: measure reading comprehension on the first N held-out questions "
+                                 "(default all 616: minutes per variant on 2 cores; a small N is noise, its interval says so)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from models.catalog import default_preset, preset
+    from models.errors import InputError, VariantUnavailable
+    from optimize.build import build_variant
+    from optimize.evaluate.gates import GateFailed
+    from optimize.quantize.recipes import named_recipe
+
+    try:
+        if args.model:
+            return _build_model(args)
+        chosen = preset(args.preset) if args.preset else default_preset(args.task)
+        recipe = named_recipe(chosen.task, args.recipe) if args.recipe else None
+        print(build_variant(chosen, args.variant, recipe=recipe, force=args.force or args.full_ladder,
+                            evaluate=not args.no_eval, strict=not args.allow_missed_gates, full_ladder=args.full_ladder))
+    except (InputError, VariantUnavailable, GateFailed) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _build_model(args) -> int:
+    """`build --model`: write the preset into the user catalog, build its four variants, say what each became."""
+    from models.catalog import PruneSpec
+    from models.user_presets import add_preset, catalog_path
+    from optimize.build import build_preset
+
+    spec = PruneSpec(heads_kept=args.heads_kept, ffn_kept=args.ffn_kept, layers_dropped=args.layers_dropped,
+                     recovery_steps=args.recovery_steps, data=args.data)
+    added = add_preset(args.model, args.task, args.name, args.revision, spec, args.reading_questions)
+    print(f"preset '{added.name}' written to {catalog_path()}")
+    outcome = build_preset(added, force=args.force, evaluate=not args.no_eval, strict=not args.allow_missed_gates)
+    for variant, result in outcome.items():
+        print(f"  {variant}: {result}")
+    print(f"serve it: SHOWDOWN_{args.task.upper()}_PRESET={added.name} python app.py")
+    return 0 if all(result == "ready" for result in outcome.values()) else 2
+

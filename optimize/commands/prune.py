@@ -1,0 +1,94 @@
+"""`python -m optimize prune`: structured pruning, then distillation back from the baseline: QA
+(heads, FFN neurons, layers of the encoder; optimize/train/recover_qa.py) or generation (decoder layers
+and FFN neurons, LoRA distillation; optimize/train/recover_decoder.py). Both are resumable jobs."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from optimize.commands.common import data_options
+
+NAME = "prune"
+HELP = "structured pruning + distillation recovery"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--task", choices=("qa", "generation"), default="qa")
+    parser.add_argument("--heads-kept", type=int, default=8, help="QA: attention heads kept per layer (of 12)")
+    parser.add_argument("--ffn-kept", type=int, help="FFN neurons kept per layer, of 1536 (QA default 1024, generation 1536)")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (QA: two candidates can run side by side)")
+    parser.add_argument("--qa-layers-dropped", type=int, default=0,
+                        help="QA: encoder layers removed (those whose absence costs the least calibration loss)")
+    parser.add_argument("--layers-dropped", type=int, default=8, help="generation: decoder layers removed (of 30)")
+    parser.add_argument("--ffn-pruned-share", type=float, default=0.0,
+                        help="generation: share of all FFN neurons removed, ranked across layers (overrides --ffn-kept)")
+    parser.add_argument("--epochs", type=int, default=1, help="QA recovery epochs")
+    parser.add_argument("--steps", type=int, default=300, help="generation recovery steps (LoRA distillation)")
+    parser.add_argument("--learning-rate", type=float, help="recovery learning rate (QA 1e-4, generation 1e-3)")
+    parser.add_argument("--skip-before", action="store_true", help="generation: skip measuring before recovery")
+    parser.add_argument("--stop-after", type=int, metavar="STEPS",
+                        help="checkpoint and stop after this many recovery steps; the same command continues "
+                        "(checkpoint and log under artifacts/recovery-jobs/ or artifacts/train-jobs/<output name>/)")
+    parser.add_argument("--output", type=Path, help="default weights/<preset>-pruned")
+    parser.add_argument("--data", type=Path)
+    parser.add_argument("--baseline", type=Path, default=Path("weights/qa-minilm-squad2"),
+                        help="QA: the model pruned and the distillation teacher")
+    parser.add_argument("--full-data", action="store_true",
+                        help="QA: distil on the whole SQuAD 1.1 training set too, validate on 4 articles (as train-qa --full-data)")
+    parser.add_argument("--train-share", type=float, default=1.0, help="QA: distil on this seeded share of the windows")
+    parser.add_argument("--batch-size", type=int, default=16, help="QA recovery batch size")
+    parser.add_argument("--no-bf16", action="store_true", help="QA: no bf16 autocast")
+    parser.add_argument("--freeze-word-embeddings", action="store_true",
+                        help="QA: keep the baseline's word embeddings (a lent GPU's trip back then skips them)")
+    parser.add_argument("--save-compact", action="store_true",
+                        help="QA: write the running job's compact checkpoint under weights/train-jobs/ (to commit) and exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    return _generation(args) if args.task == "generation" else _qa(args)
+
+
+def _generation(args: argparse.Namespace) -> int:
+    from optimize.prune import decoder
+    from optimize.train import recover_decoder
+
+    result = recover_decoder.run(
+        decoder.DecoderPruneConfig(layers_dropped=args.layers_dropped, ffn_kept=args.ffn_kept or 1536,
+                                   ffn_pruned_share=args.ffn_pruned_share),
+        recover_decoder.RecoveryConfig(steps=args.steps, learning_rate=args.learning_rate or 1e-3, threads=args.threads),
+        args.output or Path("weights/generation-smollm2-pruned"), measure_before=not args.skip_before,
+        stop_after=args.stop_after)
+    if "stopped_at_step" in result:
+        print(f"recovery stopped at step {result['stopped_at_step']}/{result['steps']}; checkpoint {result['checkpoint']}. "
+              "Run the same command to continue.")
+    else:
+        print({k: result[k] for k in ("layers_kept", "before_recovery", "after_recovery")})
+    return 0
+
+
+def _qa(args: argparse.Namespace) -> int:
+    from optimize.evaluate.gates import GateFailed
+    from optimize.prune.encoder import PruneConfig, RecoveryConfig
+    from optimize.train.finetune_qa import TrainConfig, save_compact
+    from optimize.train.recover_qa import run as prune_run
+
+    # distillation: the teacher already knows "no answer", so no curriculum; half the null windows
+    config = TrainConfig(output=args.output or Path("weights/qa-minilm-squad2-pruned"), epochs=args.epochs,
+                         learning_rate=args.learning_rate or 1e-4, answerable_first_epochs=0, threads=args.threads,
+                         batch_size=args.batch_size)
+    data_options(config, args)
+    if args.save_compact:
+        print(f"compact checkpoint (commit it to continue in a fresh clone): {save_compact(config)}")
+        return 0
+    try:
+        result = prune_run(args.baseline, PruneConfig(heads_kept=args.heads_kept, ffn_kept=args.ffn_kept or 1024,
+                                                      layers_dropped=args.qa_layers_dropped),
+                           config, RecoveryConfig(freeze_word_embeddings=args.freeze_word_embeddings),
+                           train_share=args.train_share, stop_after=args.stop_after)
+    except GateFailed as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if result.get("stopped"):
+        print(f"recovery stopped; checkpoint {result['checkpoint']}. Run the same command to continue.")
+    return 0

@@ -1,0 +1,24 @@
+"""`python -m optimize report`: every ready variant measured side by side (reports/qa.*, generation.*)."""
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+NAME = "report"
+HELP = "measure every ready variant side by side; write reports/"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--task", choices=("qa", "generation"), action="append")
+    parser.add_argument("--rounds", type=int, help="timed rounds per variant")
+
+
+def run(args: argparse.Namespace) -> int:
+    from optimize.publish.report import ReportConfig
+    from optimize.publish.report import run as report
+
+    config = ReportConfig()
+    if args.rounds:
+        config = replace(config, qa_rounds=args.rounds, generation_rounds=args.rounds)
+    report(config, tuple(args.task or ("qa", "generation")))
+    return 0

@@ -1,0 +1,18 @@
+"""`python -m optimize verify`: every gate of every built variant measured again here, no record
+read (optimize/verify.py)."""
+from __future__ import annotations
+
+import argparse
+
+NAME = "verify"
+HELP = "measure every gate of every built variant again here, no record read; say where the records disagree (reports/verify-*)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--task", choices=("qa", "generation"), action="append")
+
+
+def run(args: argparse.Namespace) -> int:
+    from optimize.verify import run as verify
+
+    return verify(args.task or ["qa", "generation"])

@@ -1,0 +1,53 @@
+"""The Benchmarks tab: the committed reports (`optimize report`, `optimize bench`, the pruning
+report) and a button that runs the quick bench here and now."""
+from __future__ import annotations
+
+import gradio as gr
+
+from models.reports import MeasureHere, bench_markdown, load_length_table, load_report_table, pruning_markdown, report_chart
+
+
+def measure_here_events(measurer: MeasureHere):
+    """The button's handler: start the quick bench and follow its progress, or say that one is
+    running already (one at a time: two would time each other)."""
+    def measure_on_this_machine():
+        if not measurer.start():
+            yield f"A measurement is already running on this machine; one runs at a time.\n\n{measurer.status()}"
+            return
+        while measurer.running:
+            yield measurer.status()
+            measurer.wait(timeout_s=2.0)
+        yield measurer.status()
+    return measure_on_this_machine
+
+
+def benchmarks_tab(measurer: MeasureHere) -> None:
+    with gr.Tab("Benchmarks"):
+        gr.Markdown("Measured by `python -m optimize report` on the machine named in each table: "
+                    "latency p50/p95, speedup vs baseline, size on disk, held-out accuracy.")
+        for task in ("qa", "generation"):
+            table, caption = load_report_table(task)
+            gr.Markdown(caption)
+            gr.Dataframe(table, interactive=False, wrap=True)
+            lengths = load_length_table(task)
+            if not lengths.empty:
+                gr.Markdown("Latency by context length (p50; speedup over the baseline at the same length): "
+                            "a paragraph longer than one window runs as two or three.")
+                gr.Dataframe(lengths, interactive=False, wrap=True)
+            chart = report_chart(task)
+            if chart:
+                gr.Image(chart, show_label=False, height=320)
+        gr.Markdown(pruning_markdown())
+        gr.Markdown("### Against what users would pick instead (`python -m optimize bench`)")
+        # one above the other, each at full width: side by side, the committed table's nine columns
+        # wrapped their headers letter by letter
+        gr.Markdown("#### Measured here")
+        with gr.Row():
+            measure_button = gr.Button("Measure on this machine", variant="secondary", scale=1)
+            gr.Markdown("The quick bench (`python -m optimize bench --quick --no-app`), here and now: "
+                        "a few minutes, while the live columns' timings share the cores with it.")
+        measured = gr.Markdown(measurer.status(), elem_id="measured-here")
+        gr.Markdown("#### Committed (`reports/bench.md`)")
+        gr.Markdown(bench_markdown())
+        measure_button.click(measure_here_events(measurer), None, measured, api_name="measure_here",
+                             concurrency_limit=None)

@@ -1,0 +1,100 @@
+"""The two task tabs: QA and text generation, each a row of inputs, the variants' columns and the
+charts; a click times every chosen variant after one untimed warm-up call on the same input."""
+from __future__ import annotations
+
+import gradio as gr
+import pandas as pd
+
+from models.catalog import VARIANTS
+from models.errors import InputError, VariantUnavailable
+from models.showdown import Showdown
+from ui.columns import chart_tops, check, fresh_history, preset_picker, qa_answer_text, record, using, variant_columns
+
+USER_ERRORS = (InputError, VariantUnavailable)
+SEED_CONTEXT = ("The first little pig was very lazy. He didn't want to work at all and he built his house out of "
+                "straw. The second little pig worked a little bit harder but he was somewhat lazy too and he built "
+                "his house out of sticks. Then, they sang and danced and played together the rest of the day.")
+QA_EXAMPLES = [
+    [SEED_CONTEXT, "Who worked a little bit harder?", False],
+    [SEED_CONTEXT, "What did the first little pig build his house out of?", False],
+    [SEED_CONTEXT, "What did the wolf eat for breakfast?", True],  # unanswerable: "no answer" once allowed
+]
+GENERATION_EXAMPLES = [
+    ["What is the capital of France? Answer in one sentence."],
+    ["Write a haiku about fast computers."],
+    ["Give three tips for writing clear documentation."],
+]
+
+
+def qa_tab(showdown: Showdown) -> None:
+    def answer_click(context: str, question: str, selected: list[str], allow_no_answer: bool, history: pd.DataFrame,
+                     preset: str | None = None):
+        from models.qa import validate
+        chosen = check(validate, question, context, selected=selected)
+        showdown_here = using(showdown, "qa", preset)
+        answers, stats, results = {v: gr.update() for v in VARIANTS}, {v: gr.update() for v in VARIANTS}, {}
+        for variant, result in showdown_here.compare(context, question, chosen, bool(allow_no_answer)).items():
+            if "error" in result:
+                answers[variant], stats[variant] = "", f"⚠️ {result['error']}"
+            else:
+                results[variant], answers[variant] = result, qa_answer_text(result)
+        charts = record(showdown_here, "qa", results, stats, history)  # fills `stats` first
+        return [*answers.values(), *stats.values(), *charts]
+
+    with gr.Tab("Question answering"):
+        with gr.Row():
+            context = gr.Textbox(label="Context", lines=8, value=SEED_CONTEXT, scale=3)
+            with gr.Column(scale=2):
+                question = gr.Textbox(label="Question", value="Who worked a little bit harder?")
+                qa_preset = preset_picker(showdown, "qa")
+                qa_selected = gr.CheckboxGroup(list(VARIANTS), value=list(VARIANTS), label="Variants")
+                allow_no_answer = gr.Checkbox(
+                    value=False, label="Allow 'no answer' (SQuAD 2.0)",
+                    info="Off: the best span, as transformers' pipeline returns it. On: 'no answer' when "
+                         "the variant rates the question unanswerable.")
+                qa_button = gr.Button("Answer with every variant", variant="primary")
+        gr.Examples(QA_EXAMPLES, inputs=[context, question, allow_no_answer])
+        qa_answers, qa_stats, qa_history, qa_charts = variant_columns("qa", "Answer", 1, "QA")
+        qa_preset.change(fresh_history, None, [qa_history, *qa_charts], api_visibility="private")
+        qa_button.click(answer_click, [context, question, qa_selected, allow_no_answer, qa_history, qa_preset],
+                        [*qa_answers, *qa_stats, qa_history, *qa_charts], api_visibility="private"
+                        ).then(chart_tops, qa_history, qa_charts, queue=False, api_visibility="private")
+
+
+def generation_tab(showdown: Showdown) -> None:
+    def generate_click(prompt: str, max_new_tokens: int, selected: list[str], history: pd.DataFrame,
+                       preset: str | None = None):
+        from models.generation import validate
+        chosen = check(validate, prompt, max_new_tokens, selected=selected)
+        showdown_here = using(showdown, "generation", preset)
+        texts, stats, results = {v: gr.update() for v in VARIANTS}, {v: gr.update() for v in VARIANTS}, {}
+        unchanged = [gr.skip()] * 3
+        for variant in showdown.run_order(chosen):
+            texts[variant], stats[variant] = "", "generating…"
+            try:
+                for update in showdown_here.stream(prompt, variant, max_new_tokens, warm_up=True):
+                    texts[variant] = update.text
+                    if update.done:
+                        results[variant] = update.result
+                    yield [*texts.values(), *stats.values(), *unchanged]  # not the charts on every token
+            except USER_ERRORS as error:
+                stats[variant] = f"⚠️ {error}"
+        charts = record(showdown_here, "generation", results, stats, history)  # fills `stats` first
+        yield [*texts.values(), *stats.values(), *charts]
+
+    with gr.Tab("Text generation"):
+        with gr.Row():
+            prompt = gr.Textbox(label="Prompt", lines=3, value=GENERATION_EXAMPLES[0][0], scale=3)
+            with gr.Column(scale=2):
+                max_new_tokens = gr.Slider(1, 256, value=64, step=1, label="Max new tokens")
+                gen_preset = preset_picker(showdown, "generation")
+                gen_selected = gr.CheckboxGroup(list(VARIANTS), value=list(VARIANTS), label="Variants")
+                gen_button = gr.Button("Generate with every variant", variant="primary")
+        # labels, not rendered samples: gradio 6.17 draws no samples for a one-input Examples in a
+        # tab that is not open at load (the tab showed an empty "Examples" box)
+        gr.Examples(GENERATION_EXAMPLES, inputs=[prompt], example_labels=[row[0] for row in GENERATION_EXAMPLES])
+        gen_texts, gen_stats, gen_history, gen_charts = variant_columns("generation", "Text", 6, "generation")
+        gen_preset.change(fresh_history, None, [gen_history, *gen_charts], api_visibility="private")
+        gen_button.click(generate_click, [prompt, max_new_tokens, gen_selected, gen_history, gen_preset],
+                         [*gen_texts, *gen_stats, gen_history, *gen_charts], api_visibility="private"
+                         ).then(chart_tops, gen_history, gen_charts, queue=False, api_visibility="private")
