@@ -123,6 +123,8 @@ def stats_markdown(status: dict, result: dict, baseline: dict | None, task: str)
     ]
     if latency.get("wait", 0) > WAIT_SHOWN_MS:  # queued behind another request: not in the total
         lines.insert(1, f"⏳ waited {latency['wait']:,.0f} ms for another visitor")
+    if result.get("replica"):  # served by Ray Serve (ray_app.py): which replica, and how long it queued to reach it
+        lines.insert(1, f"replica {result['replica']} · queued {latency.get('queue', 0):,.0f} ms before it")
     if task == "generation":
         lines.append(f"first token {_ms(result['ttft_ms'])} (prompt {result.get('prefill_tokens_per_s', 0):,.0f} tokens/s) · "
                      f"**decoding {result.get('decode_tokens_per_s', 0):.1f} tokens/s** · {result['new_tokens']} tokens written")

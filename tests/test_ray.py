@@ -1,0 +1,57 @@
+"""The showdown on Ray Serve (issue 54): a real local Ray cluster, two model replicas behind the
+app's own UI and API, on the tiny built presets."""
+import pytest
+
+ray = pytest.importorskip("ray", reason="Ray is optional: pip install -r requirements-ray.txt")
+
+
+@pytest.fixture(scope="module")
+def ray_url(built_presets, isolated_artifacts):
+    import socket
+
+    from ray import serve
+
+    from ray_app import ServeConfig, start
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    try:
+        ray.init(include_dashboard=False)
+    except Exception as error:  # noqa: BLE001 - a machine where Ray cannot start a cluster
+        pytest.skip(f"Ray could not start a local cluster here: {type(error).__name__}: {error}")
+    url = start(ServeConfig(replicas=2, cpus_per_replica=0.5, host="127.0.0.1", port=port),
+                presets=dict(built_presets), env={"SHOWDOWN_ARTIFACTS": str(isolated_artifacts)})
+    yield url
+    serve.shutdown()
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def client(ray_url):
+    from gradio_client import Client
+
+    return Client(ray_url, verbose=False, download_files=False)
+
+
+def test_both_tasks_answer_through_the_apps_api_from_two_replicas(client):
+    variants = client.predict(api_name="/variants")
+    assert {(v["task"], v["variant"]) for v in variants if v["status"] == "ready"} >= {("qa", "baseline"), ("generation", "optimized")}
+    replicas = set()
+    for _ in range(12):
+        result = client.predict("The second pig worked harder.", "Who worked harder?", "optimized", api_name="/qa")
+        assert result["latency_ms"]["model"] > 0 and result["latency_ms"]["queue"] >= 0 and result["latency_ms"]["wait"] >= 0
+        replicas.add(result["replica"])
+    assert len(replicas) == 2, replicas  # Ray spread the requests over both replicas
+    generated = client.predict("Say hello", "optimized", 4, api_name="/generate")
+    assert generated["new_tokens"] == 4 and generated["replica"] and generated["decode_tokens_per_s"] > 0
+    compared = client.predict("The second pig worked harder.", "Who worked harder?", ["baseline", "optimized"],
+                              api_name="/compare_qa")
+    assert {r["timing"] for r in compared.values()} == {"after one untimed warm-up call"}
+
+
+def test_a_bad_input_is_a_message_from_the_replica_not_a_trace(client):
+    with pytest.raises(Exception, match="Please enter a question") as raised:
+        client.predict("The second pig worked harder.", "  ", "baseline", api_name="/qa")
+    assert "Traceback" not in str(raised.value) and "ray::" not in str(raised.value)
+    assert client.predict("The pig.", "Who?", "baseline", api_name="/qa")["replica"]
