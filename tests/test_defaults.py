@@ -39,14 +39,28 @@ def test_committed_qa_baseline_finds_spans_as_well_as_the_bar_asks():
     assert held_out(QA_WEIGHTS)["forced_f1"] >= 75, held_out(QA_WEIGHTS)
 
 
-@pytest.mark.xfail(strict=True, reason="known gap (issue 27): 59.68 (95 % CI 57.2-62.3) after two more full-data "
-                   "epochs that validation chose; the previous baseline passed with 60.32 (57.8-62.9)")
 def test_committed_qa_baseline_meets_the_squad2_bar():
     """Issue 27's bar: SQuAD 2.0 F1 >= 60 on the test articles, with the answerability verifier fitted
-    on the validation articles; the null margin alone (58.0) is shown beside it. The bar sits inside
-    this encoder's noise: the verifier must still beat the margin's ranking (AUC), checked below."""
+    on the validation articles; the null margin alone is shown beside it. The verifier must still beat
+    the margin's ranking (AUC), checked below."""
     metrics = held_out(QA_WEIGHTS)
     assert metrics["overall_f1"] >= 60 and metrics["NoAns_f1"] < 100 and metrics["HasAns_f1"] > 0, metrics
+
+
+@pytest.mark.xfail(strict=True, reason="known gap (issue 48): 62.01 after a third stage on the 13 more dev articles' "
+                   "1,964 unanswerable questions (was 59.68)")
+def test_committed_qa_baseline_meets_issue_48s_bar():
+    """Issue 48's bar: SQuAD 2.0 F1 >= 66 on the test articles, forced-span F1 >= 80."""
+    metrics = held_out(QA_WEIGHTS)
+    assert metrics["overall_f1"] >= 66 and metrics["forced_f1"] >= 80, metrics
+
+
+def test_every_look_at_the_test_articles_is_recorded_in_the_model_card():
+    """Issue 48: the shipped baseline was chosen on validation, then scored on the test articles once."""
+    training = json.loads((QA_WEIGHTS / "training.json").read_text())
+    [look] = training["test_looks"]
+    assert look["overall_f1"] == held_out(QA_WEIGHTS)["overall_f1"] and "RULE.md" in look["why"]
+    assert look["fingerprint"] in (QA_WEIGHTS / "README.md").read_text()
 
 
 def test_committed_qa_baseline_decides_better_than_its_margin_and_beats_abstaining():
@@ -214,17 +228,26 @@ def test_unanswerable_seed_question_gets_no_answer_when_allowed(app_client, vari
     assert default["answer"] and default["null_wins"], default  # span mode: the best span, flagged
 
 
-@pytest.mark.parametrize("variant", [
-    "baseline",
-    # built here: its INT8 graph is the faster one on this CPU, so its score may land either side (-0.083 against
-    # its threshold -0.068 on AVX-512 + VNNI)
-    pytest.param("optimized", marks=pytest.mark.xfail(strict=False, reason="known gap (issue 27): -0.083 against its threshold -0.068")),
-    "pruned", "pruned-optimized"])
+@pytest.mark.parametrize("variant", ALL_QA)
 def test_seed_example_is_answered_when_no_answer_is_allowed(app_client, variant):
     """Issue 27: abstaining where it should (the wolf's breakfast, above) must not cost the showcase."""
     client, _ = app_client
     result = client.predict(SEED_CONTEXT, "Who worked a little bit harder?", variant, True, api_name="/qa")
     assert "the second little pig" in result["answer"].lower() and not result["null_wins"], result
+
+
+@pytest.mark.parametrize("variant", [
+    "baseline", "optimized",
+    pytest.param("pruned", marks=pytest.mark.xfail(strict=True, reason="known gap (issue 48): answers 32 of 38")),
+    "pruned-optimized"])
+def test_everyday_answerable_questions_are_answered_when_no_answer_is_allowed(app_client, variant):
+    """Issue 48: with "no answer" allowed, at least 34 of the 38 answerable everyday questions get an answer."""
+    from optimize.evaluate import squad
+
+    client, _ = app_client
+    answerable = [e for e in squad.everyday_examples() if e.answers]
+    answered = sum(bool(client.predict(e.context, e.question, variant, True, api_name="/qa")["answer"]) for e in answerable)
+    assert len(answerable) == 38 and answered >= 34, answered
 
 
 @pytest.mark.parametrize("variant", ["baseline", "optimized", "pruned", "pruned-optimized"])

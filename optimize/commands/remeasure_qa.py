@@ -13,11 +13,13 @@ HELP = ("measure saved QA weights again on the held-out articles; refit their an
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weights", type=Path, action="append", help="model folder (repeatable; default: both QA models)")
+    parser.add_argument("--why", default="remeasure-qa",
+                        help="recorded with this look at the test articles in training.json and the model card")
 
 
 def run(args: argparse.Namespace) -> int:
     from optimize.train.finetune_qa import remeasure_saved
 
     for weights in args.weights or (Path("weights/qa-minilm-squad2"), Path("weights/qa-minilm-squad2-pruned")):
-        remeasure_saved(weights)
+        remeasure_saved(weights, args.why)
     return 0

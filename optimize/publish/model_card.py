@@ -64,6 +64,7 @@ forced-span row beside the SQuAD 2.0 one.{margin_rule(training)}{everyday(traini
 Validation article: overall F1 {validation['overall_f1']:.1f}.
 
 Per-epoch validation history: {json.dumps(training['history'])}
+{test_looks(training)}
 
 ## Reproduce
 ```
@@ -71,6 +72,18 @@ Per-epoch validation history: {json.dumps(training['history'])}
 ```
 """
     return ModelCard(content)
+
+
+def test_looks(training: dict) -> str:
+    """Every time these weights were scored on the test articles: a candidate is chosen on validation
+    by a rule written before it trained, and the test articles are read once for the chosen one."""
+    looks = training.get("test_looks") or []
+    if not looks:
+        return ""
+    rows = "\n".join(f"| {look['date']} | `{look['fingerprint']}` | {look['overall_f1']:.2f} | {look['forced_f1']:.2f} | "
+                     f"{look['why']} |" for look in looks)
+    return ("\n## Looks at the test articles\n| date | weights (sha256) | SQuAD 2.0 F1 | forced-span F1 | why |\n"
+            "|---|---|---|---|---|\n" + rows + "\n\n(weights: the first 16 hex digits of model.safetensors' sha256)\n")
 
 
 def margin_rule(training: dict) -> str:
@@ -214,13 +227,15 @@ def data_flags(training: dict) -> str:
     if "train-v1.1.json" in extra:
         return " --full-data"
     if wide:
-        return " --answerability-stage"
+        return " --answerability-stage" + (" --more-negatives" if "dev-v2.0-more.json" in extra else "")
     return "" if extra else " --no-extra-data"
 
 
 def extra_data(training: dict) -> str:
     described = {"train-v2.0-first10.json": "the official SQuAD 2.0 train set's first 10 articles",
-                 "train-v1.1.json": "the whole SQuAD 1.1 training set: 442 articles, 87,599 answerable questions"}
+                 "train-v1.1.json": "the whole SQuAD 1.1 training set: 442 articles, 87,599 answerable questions",
+                 "dev-v2.0-more.json": "13 more articles of the official SQuAD 2.0 dev set: 4,079 questions, 1,964 "
+                                       "of them unanswerable, written by crowd workers (none of them validates or tests)"}
     extra = [f"{name} ({described[name]})" if name in described else name for name in training.get("extra_data") or []]
     text = f"; plus every article of {'; '.join(extra)}" if extra else ""
     text += "".join(f"; {training[key]:.0%} of answerable questions also {what}"

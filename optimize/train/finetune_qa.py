@@ -198,7 +198,19 @@ def finish(model_dir: Path, tokenizer, config: TrainConfig, best: dict, history:
     return remeasure(model_dir, result, config)
 
 
-def remeasure(model_dir: Path, training: dict, config: TrainConfig = TrainConfig()) -> dict:
+def recorded_look(model_dir: Path, training: dict, metrics: dict, why: str) -> list[dict]:
+    """The test looks so far, this one appended: when, which weights, what they scored (issue 48)."""
+    import datetime
+
+    from models.manifest import sha256
+
+    look = {"date": datetime.date.today().isoformat(), "fingerprint": sha256(Path(model_dir) / "model.safetensors")[:16],
+            "overall_f1": metrics["overall_f1"], "forced_f1": metrics["forced_f1"], "why": why}
+    return [*training.get("test_looks", []), look]
+
+
+def remeasure(model_dir: Path, training: dict, config: TrainConfig = TrainConfig(),
+              why: str = "scored at the end of training") -> dict:
     """Measure saved QA weights on the held-out data (`evaluate_qa.measure`), store the
     answerability verifier and null threshold fitted on validation in qa_config.json and the scores
     in training.json."""
@@ -213,7 +225,8 @@ def remeasure(model_dir: Path, training: dict, config: TrainConfig = TrainConfig
     metrics = {k: v for k, v in metrics.items() if not k.startswith("_")}  # per-question working data
     qa_config = {**asdict(config.qa), "null_threshold": metrics["null_threshold"], "verifier": metrics.pop("verifier")}
     (model_dir / "qa_config.json").write_text(json.dumps(qa_config, indent=2) + "\n")
-    training = {**training, "null_threshold": metrics["null_threshold"], "held_out": metrics,
+    training = {**training, "test_looks": recorded_look(model_dir, training, metrics, why),
+                "null_threshold": metrics["null_threshold"], "held_out": metrics,
                 "test": {k: metrics[k] for k in metrics if k.split("_")[0] in ("overall", "HasAns", "NoAns")},
                 "test_forced_span": {"HasAns_exact": metrics["forced_exact"], "HasAns_f1": metrics["forced_f1"]}}
     (model_dir / "training.json").write_text(json.dumps(training, indent=2) + "\n")
@@ -221,13 +234,13 @@ def remeasure(model_dir: Path, training: dict, config: TrainConfig = TrainConfig
     return training
 
 
-def remeasure_saved(model_dir: Path) -> dict:
+def remeasure_saved(model_dir: Path, why: str = "remeasure-qa") -> dict:
     """`remeasure` on weights trained earlier, on the split and data their training.json names,
     and their model card rewritten: the null decision changes without retraining."""
     training = json.loads((model_dir / "training.json").read_text())
     config = TrainConfig(output=model_dir, data=squad.SHARED_DATA / "squad-v2-dev" / training["data"],
                          split=squad.ArticleSplit(**{k: tuple(v) for k, v in training["split"].items()}))
-    training = remeasure(model_dir, training, config)
+    training = remeasure(model_dir, training, config, why)
     write_qa_card(model_dir)
     return training
 
