@@ -366,26 +366,19 @@ def in_process_showdown(built_defaults):
 
 
 @pytest.mark.parametrize("tokens,windows", [(384, 1), (550, 2)])
-def test_the_app_times_every_qa_variant_as_in_process(app_client, free_port_module, in_process_showdown, tokens, windows):
+def test_the_app_times_every_qa_variant_as_in_process(app_client, free_port_module, tokens, windows):
     """Issue 47: through `python app.py`, each variant's `latency_ms.model` is within 15 % of the same
-    call in this process under the same 70 ms idle gap, the app's client kept off the app's cores;
-    the median of nine paired ratios (the app's PyTorch variants had run 1.3-1.6x their in-process time)."""
-    import httpx
-
-    from optimize.bench.app_timing import SideBySideConfig, app_against_in_process, http_api_call
-    from optimize.publish.report import QA_QUESTION, qa_context
-
-    showdown = in_process_showdown
-    context = qa_context(showdown.runner("qa", "baseline").tokenizer, tokens)
-    with httpx.Client(base_url=f"http://127.0.0.1:{free_port_module}/", timeout=120) as http:
-        calls = {variant: (lambda v=variant: showdown.answer(context, QA_QUESTION, v),
-                           lambda v=variant: http_api_call(http, "qa", [context, QA_QUESTION, v, False]))
-                 for variant in ("baseline", "optimized", "pruned", "pruned-optimized")}
-        for local, app in calls.values():  # both sides warm at this length
-            assert local()["windows"] == app()["windows"] == windows
-        sides = app_against_in_process(calls, lambda result: result["latency_ms"]["model"], SideBySideConfig(rounds=9))
-    ratios = {variant: round(side.ratio, 3) for variant, side in sides.items()}
-    assert all(1 / 1.15 <= ratio <= 1.15 for ratio in ratios.values()), ratios
+    call in a fresh process under the same 70 ms idle gap, the app's client kept off the app's cores;
+    the median of nine paired ratios (the app's PyTorch variants had run 1.3-1.6x their in-process time).
+    The in-process side runs in its own process: in this one, earlier tests' threads and settings
+    slowed its PyTorch variants to 1.2-1.7x the app's."""
+    client, _ = app_client
+    assert client.predict(SEED_CONTEXT, "Who?", "baseline", api_name="/qa")["windows"] == 1
+    done = subprocess.run([sys.executable, "-m", "optimize.bench.app_timing", f"http://127.0.0.1:{free_port_module}/",
+                           str(tokens)], cwd=REPO_ROOT, env=repo_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ratios = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(ratios) == 4 and all(1 / 1.15 <= ratio <= 1.15 for ratio in ratios.values()), (windows, ratios)
 
 
 def test_the_app_decodes_every_generation_variant_as_fast_as_in_process(app_client, free_port_module, in_process_showdown):

@@ -187,3 +187,31 @@ def connect(url: str, server: subprocess.Popen, timeout_s: float = 120):
 
 
 # --- the physical limit for decoding --------------------------------------------------------------
+
+
+def qa_against_the_app(url: str, tokens: int, rounds: int = 9) -> dict[str, float]:
+    """Each QA variant's app / in-process model-time ratio at ~`tokens` tokens, the in-process side in
+    this process: run it in a fresh one (`python -m optimize.bench.app_timing URL TOKENS`), as a test
+    process's own threads and settings would time its models, not the app's."""
+    import httpx
+
+    from models.catalog import default_preset
+    from models.showdown import Showdown
+    from optimize.publish.report import QA_QUESTION, qa_context
+
+    showdown = Showdown(presets={task: default_preset(task) for task in ("qa", "generation")})
+    variants = [s["variant"] for s in showdown.variants() if s["task"] == "qa" and s["status"] == "ready"]
+    context = qa_context(showdown.runner("qa", "baseline").tokenizer, tokens)
+    with httpx.Client(base_url=url, timeout=120) as http:
+        calls = {v: (lambda v=v: showdown.answer(context, QA_QUESTION, v),
+                     lambda v=v: http_api_call(http, "qa", [context, QA_QUESTION, v, False])) for v in variants}
+        for local, app in calls.values():  # both sides warm at this length
+            local(), off_the_apps_cores(app)
+        sides = app_against_in_process(calls, lambda result: result["latency_ms"]["model"], SideBySideConfig(rounds=rounds))
+    return {variant: round(side.ratio, 3) for variant, side in sides.items()}
+
+
+if __name__ == "__main__":
+    import models  # noqa: F401 - bounds thread spinning before torch loads
+
+    print(json.dumps(qa_against_the_app(sys.argv[1], int(sys.argv[2]))))
