@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -109,7 +110,7 @@ class RemoteShowdown:
 
     def __init__(self, replicas, presets: dict[Task, Preset]) -> None:
         self.replicas, self.presets = replicas, presets
-        self._calls = 0
+        self._calls, self._lock = 0, threading.Lock()
 
     def _call(self, method: str, *args):
         response = self.replicas.call.remote(method, args, time.time())
@@ -136,8 +137,7 @@ class RemoteShowdown:
         return self
 
     def run_order(self, variants: list[str]) -> list[str]:
-        shift, self._calls = self._calls % max(len(variants), 1), self._calls + 1
-        return variants[shift:] + variants[:shift]
+        return Showdown.run_order(self, variants)  # the same rotation, counted at the ingress
 
     def answer(self, context: str, question: str, variant: str, handle_impossible_answer: bool = False,
                warm_up: bool = False) -> dict:

@@ -100,7 +100,10 @@ def _result(workload: str, name: str, runs: list) -> Result:
 
 
 def decode_rate(generated: dict) -> float:
-    """Tokens/s after the first token: what reading the weights once per token bounds."""
+    """Tokens/s after the first token: what reading the weights once per token bounds. The project's
+    variants report it (generation.phase_speeds); llama.cpp's worker reports its times only."""
+    if "decode_tokens_per_s" in generated:
+        return generated["decode_tokens_per_s"]
     decode_s = (generated["latency_ms"]["model"] - generated["ttft_ms"]) / 1e3
     return (generated["new_tokens"] - 1) / decode_s if decode_s > 0 else 0.0
 
