@@ -30,6 +30,13 @@ def cpu_threads() -> int:
     return int(os.environ.get("SHOWDOWN_THREADS", os.cpu_count() or 1))
 
 
+def torch_device() -> torch.device:
+    """Where the PyTorch variants run: the GPU when there is one (in fp16, as the ONNX variants get
+    FP16 there), unless SHOWDOWN_DEVICE=cpu."""
+    wanted = os.environ.get("SHOWDOWN_DEVICE", "auto")
+    return torch.device("cuda" if wanted != "cpu" and torch.cuda.is_available() else "cpu")
+
+
 @dataclass
 class Runner:
     task: Task
@@ -39,6 +46,14 @@ class Runner:
     tokenizer: Any
     model: Any
     qa_config: QAConfig = field(default_factory=QAConfig)
+
+    @property
+    def device(self) -> str:
+        """Where the model runs: "cpu" or "cuda" (the API's responses say it)."""
+        if self.runtime == "torch":
+            return self.model.device.type
+        on_gpu = getattr(self.model, "on_gpu", None)
+        return "cuda" if (on_gpu if on_gpu is not None else self.model.decoder.device == "cuda") else "cpu"
 
     def qa_logits(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Start and end logits, float32 [windows, tokens]."""
@@ -53,12 +68,13 @@ class Runner:
         `ignore_eos`: exactly `max_new_tokens` steps, for timings that compare equal work."""
         if hasattr(self.model, "decoder"):  # models.decoding.OnnxCausalLM
             return self.model.decoder.generate(input_ids, max_new_tokens, streamer=streamer, ignore_eos=ignore_eos)
+        ids = input_ids.to(self.model.device)
         with torch.inference_mode():
             return self.model.generate(
-                input_ids=input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=max_new_tokens,
+                input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
                 min_new_tokens=max_new_tokens if ignore_eos else None,
                 do_sample=False, use_cache=True, streamer=streamer, pad_token_id=self.tokenizer.eos_token_id,
-            )
+            ).cpu()
 
 
 def torch_qa_logits(model, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -78,14 +94,15 @@ def load_qa_config(path: Path) -> QAConfig:
     return QAConfig(**values, verifier=Verifier.from_dict(verifier) if verifier else None)
 
 
-def load_runner(task: Task, variant: str, runtime: Runtime, path: Path) -> Runner:
-    """Load weights from a local directory into the runtime the variant asks for."""
+def load_runner(task: Task, variant: str, runtime: Runtime, path: Path, device: str | None = None) -> Runner:
+    """Load weights from a local directory into the runtime the variant asks for, on `device`
+    ("cpu" or "cuda"; default: the GPU when there is one, see torch_device and providers)."""
     from transformers import AutoTokenizer
 
     torch.set_num_threads(cpu_threads())
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = _load_torch(task, path) if runtime == "torch" else _load_onnx(task, path)
+        model = _load_torch(task, path, device) if runtime == "torch" else _load_onnx(task, path, device)
         if task == "generation" and hasattr(model, "decoder"):  # models.decoding.OnnxCausalLM
             from models.generation import template_prefix
 
@@ -99,15 +116,19 @@ def load_runner(task: Task, variant: str, runtime: Runtime, path: Path) -> Runne
                   model=model, qa_config=load_qa_config(path))
 
 
-def _load_torch(task: Task, path: Path):
+def _load_torch(task: Task, path: Path, device: str | None = None):
+    """fp32 on the CPU; fp16 on a GPU (SDPA attention either way)."""
     from transformers import AutoModelForQuestionAnswering
 
+    device = torch.device(device) if device else torch_device()
     if task == "generation":
-        return load_causal_lm(path)
-    try:
-        return AutoModelForQuestionAnswering.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa").eval()
-    except ValueError:  # an architecture without SDPA attention (DeBERTa-v2) runs its own
-        return AutoModelForQuestionAnswering.from_pretrained(path, dtype=torch.float32).eval()
+        model = load_causal_lm(path)
+    else:
+        try:
+            model = AutoModelForQuestionAnswering.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa").eval()
+        except ValueError:  # an architecture without SDPA attention (DeBERTa-v2) runs its own
+            model = AutoModelForQuestionAnswering.from_pretrained(path, dtype=torch.float32).eval()
+    return model if device.type == "cpu" else model.to(device, dtype=torch.float16)
 
 
 def load_causal_lm(path: Path):
@@ -151,35 +172,48 @@ def session_options():
 
 
 def providers() -> list[str]:
-    """CUDA first when this onnxruntime build and machine have it."""
+    """CUDA first when this onnxruntime build and machine have it (and SHOWDOWN_DEVICE is not cpu)."""
     import onnxruntime
 
     available = onnxruntime.get_available_providers()
-    return [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
+    wanted = ("CPUExecutionProvider",) if os.environ.get("SHOWDOWN_DEVICE") == "cpu" else ("CUDAExecutionProvider", "CPUExecutionProvider")
+    return [p for p in wanted if p in available]
 
 
-def _load_onnx(task: Task, path: Path):
+def _load_onnx(task: Task, path: Path, device: str | None = None):
     from models.decoding import OnnxCausalLM
 
     if not (Path(path) / ONNX_FILE).exists():
         raise VariantUnavailable(f"{path} has no {ONNX_FILE}")
+    provider = "CPUExecutionProvider" if device == "cpu" else providers()[0]
     if task == "qa":
-        return OnnxQA(Path(path), session_options(), providers()[0])
-    return OnnxCausalLM(Path(path), session_options(), providers()[0])
+        return OnnxQA(Path(path), session_options(), provider)
+    return OnnxCausalLM(Path(path), session_options(), provider)
 
 
 class OnnxQA:
     """An exported QA encoder run straight on its session, numpy in and out: optimum's
     ORTModelForQuestionAnswering round-trips every call through torch tensors (0.4 ms of a
-    10 ms call at 384 tokens)."""
+    10 ms call at 384 tokens). On CUDA through IO binding: the inputs are copied to the GPU once,
+    the logits stay there until the one copy back."""
 
     def __init__(self, path: Path, options, provider: str):
         import onnxruntime
 
         self.session = onnxruntime.InferenceSession(str(path / ONNX_FILE), options, providers=[provider])
         self.input_names = {i.name for i in self.session.get_inputs()}
+        self.on_gpu = provider == "CUDAExecutionProvider"
 
     def __call__(self, **inputs: np.ndarray) -> SimpleNamespace:
-        start, end = self.session.run(["start_logits", "end_logits"],
-                                      {k: v for k, v in inputs.items() if k in self.input_names})
+        feeds = {k: v for k, v in inputs.items() if k in self.input_names}
+        if not self.on_gpu:
+            start, end = self.session.run(["start_logits", "end_logits"], feeds)
+            return SimpleNamespace(start_logits=start, end_logits=end)
+        binding = self.session.io_binding()
+        for name, value in feeds.items():
+            binding.bind_cpu_input(name, value)
+        for name in ("start_logits", "end_logits"):
+            binding.bind_output(name, "cuda")
+        self.session.run_with_iobinding(binding)
+        start, end = binding.copy_outputs_to_cpu()
         return SimpleNamespace(start_logits=start, end_logits=end)

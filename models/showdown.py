@@ -322,6 +322,7 @@ class Showdown:
             result = self._model_thread.submit(call).result()
         result["latency_ms"]["wait"] = wait_ms
         result["timing"] = TIMED_AFTER_WARM_UP if warm_up else TIMED_ALONE
+        result["device"] = runner.device
         return result
 
     def compare(self, context: str, question: str, variants: list[str], handle_impossible_answer: bool = False

@@ -36,7 +36,7 @@ from optimize.progress import stage
 from optimize.prune.encoder_layout import UnsupportedArchitecture
 from optimize.quantize import ladder_record
 from optimize.quantize.ort import quantize_dynamic, quantize_weight_only
-from optimize.quantize.recipes import OnnxRecipe, recipe_ladder
+from optimize.quantize.recipes import OnnxRecipe, cuda_ladder, recipe_ladder
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
@@ -66,13 +66,14 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = No
     even when it misses a gate, recording the miss (the app shows it), measured in full. A built-in
     preset's rungs already rejected for the same source on this CPU class are not measured again
     (optimize/quantize/ladder_record.py) unless `full_ladder`, which measures all and records them."""
-    ladder = [recipe] if recipe else recipe_ladder(preset.task, from_gguf=preset.task == "generation" and source_gguf(preset, variant_name) is not None)
+    cuda = providers()[0] == "CUDAExecutionProvider"
+    ladder = [recipe] if recipe else cuda_ladder(preset.task) if cuda else recipe_ladder(
+        preset.task, from_gguf=preset.task == "generation" and source_gguf(preset, variant_name) is not None)
     if not strict:
         ladder = ladder[:1]
     variant = preset.variant(variant_name)
     source = resolve(preset, preset.variant(variant.built_from))
     target = preset.built_dir(variant_name)
-    cuda = providers()[0] == "CUDAExecutionProvider"
     inputs = json.loads(json.dumps({"source": str(source), "source_sha256": source_fingerprint(source),
                                     "recipes": [asdict(r) for r in ladder], "cuda": cuda}))  # as the manifest stores it
     if up_to_date(target, inputs) and not force:

@@ -54,6 +54,14 @@ def recipe_ladder(task: str, from_gguf: bool = False) -> list[OnnxRecipe]:
             OnnxRecipe(quantize=False, exporter="genai-builder"), OnnxRecipe(quantize=False)]
 
 
+def cuda_ladder(task: str) -> list[OnnxRecipe]:
+    """On a GPU every rung is FP16 (ONNX Runtime's INT8 kernels are CPU kernels): QA's optimum graph
+    with fusions; a decoder's model-builder graph (GroupQueryAttention), then optimum's as the last resort."""
+    if task == "qa":
+        return [OnnxRecipe(quantize=False)]
+    return [OnnxRecipe(quantize=False, exporter="genai-builder"), OnnxRecipe(quantize=False)]
+
+
 def default_recipe(task: str) -> OnnxRecipe:
     """Measured on this project's defaults (2-core AVX-512 CPUs; numbers in the README).
 

@@ -1,0 +1,80 @@
+"""The GPU paths that can be checked without a GPU: which device the catalog picks, what a build on
+CUDA tries, how the CUDA report judges each promise, and a clear refusal where there is no GPU.
+The measuring itself needs a lent GPU (experiments/gpu/cuda_showdown.sh; reports/*-cuda.md)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from models.runners import load_runner, providers, torch_device
+from optimize.bench.cuda import EAGER
+from optimize.bench.cuda_tables import markdown
+from optimize.quantize.recipes import OnnxRecipe, cuda_ladder, recipe_ladder
+
+
+def test_showdown_device_cpu_keeps_every_runtime_on_the_cpu(monkeypatch):
+    monkeypatch.setenv("SHOWDOWN_DEVICE", "cpu")
+    assert torch_device().type == "cpu"
+    assert providers() == ["CPUExecutionProvider"]
+
+
+def test_runners_say_where_they_run_and_the_qa_api_passes_it_on(built_presets):
+    from models.showdown import Showdown
+
+    showdown = Showdown(presets=dict(built_presets))
+    answer = showdown.answer("Ada wrote the first program in 1843.", "Who wrote the first program?", "optimized")
+    assert answer["device"] == "cpu"  # no GPU here: the ONNX variant runs on the CPU provider
+    assert showdown.runner("qa", "baseline").device == "cpu"
+    assert showdown.runner("generation", "optimized").device == "cpu"
+    explicit = load_runner("qa", "baseline", "torch", showdown.runner("qa", "baseline").path, device="cpu")
+    assert explicit.device == "cpu" and explicit.model.dtype.is_floating_point
+
+
+def test_a_build_on_cuda_tries_fp16_rungs_only():
+    assert cuda_ladder("qa") == [OnnxRecipe(quantize=False)]
+    assert [r.exporter for r in cuda_ladder("generation")] == ["genai-builder", "optimum"]
+    assert all(not r.quantize for r in cuda_ladder("generation"))
+    assert any(r.quantize for r in recipe_ladder("qa"))  # the CPU ladder still starts with INT8
+
+
+def _record(task: str, agreement: dict) -> dict:
+    machine = {"gpu": "NVIDIA H100 80GB HBM3", "driver": "580", "torch": "2.11", "torch_cuda": "13.0", "cudnn": 91900,
+               "onnxruntime": "1.31.1", "providers": ["CUDAExecutionProvider"], "python": "3.12.3"}
+    if task == "qa":
+        timings = [{"tokens": 384, "variant": name, "device": "cuda", "model_p50_ms": ms, "model_p95_ms": ms,
+                    "total_p50_ms": ms + 1, "speedup_model": 4.0 / ms, "speedup_total": 5.0 / (ms + 1)}
+                   for name, ms in ((EAGER, 4.0), ("pruned-optimized", 0.5))]
+    else:
+        timings = [{"variant": EAGER, "device": "cuda", "new_tokens": 64, "total_p50_ms": 900.0, "ttft_ms": 20.0,
+                    "decode_tokens_per_s": 70.0, "speedup_decode": 1.0, "speedup_total": 1.0}]
+    return {"task": task, "machine": machine, "builds": {"optimized": "ready", "pruned-optimized": "OSError: no space"},
+            "load_failures": {"pruned": "VariantUnavailable: missing"}, "timings": timings, "agreement": agreement,
+            "config": {"qa_rounds": "100", "warmup": "10", "generation_rounds": "5"}}
+
+
+def test_the_cuda_report_judges_each_promise_and_says_what_did_not_work():
+    qa = markdown(_record("qa", {
+        "optimized": {"source": "baseline (CPU)", "questions": 400, "same_answer": 0.99, "same_answer_interval": [0.97, 1.0],
+                      "f1": 70.0, "source_f1": 70.5},
+        "pruned-optimized": {"source": "pruned (CPU)", "questions": 400, "same_answer": 0.97,
+                             "same_answer_interval": [0.95, 0.98], "f1": 70.0, "source_f1": 70.1}}))
+    assert "| optimized | baseline (CPU) | 400 | 99.0 % | 97.0-100.0 % | 70.00 | 70.50 | kept |" in qa
+    assert "| pruned-optimized | pruned (CPU) | 400 | 97.0 % | 95.0-98.0 % | 70.00 | 70.10 | **missed** |" in qa
+    assert "| ~384 | pruned-optimized | cuda | 0.50 | 0.50 | 1.50 | 8.00x |" in qa
+    assert "`pruned-optimized` did not build: OSError: no space" in qa and "`pruned` did not load" in qa
+    assert "NVIDIA H100 80GB HBM3" in qa
+    generation = markdown(_record("generation", {
+        "baseline": {"source": "baseline (CPU)", "prompts": 8, "token_agreement": 0.97, "identical_texts": 6}}))
+    assert "| baseline | baseline (CPU) | 8 | 97.0 % | 6/8 | **missed** |" in generation
+
+
+def test_bench_cuda_refuses_clearly_without_a_gpu():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the refusal is for machines without one")
+    done = subprocess.run([sys.executable, "-m", "optimize", "bench-cuda", "--task", "qa"], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "needs a CUDA GPU" in done.stderr and "Traceback" not in done.stderr
