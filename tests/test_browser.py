@@ -68,6 +68,13 @@ def test_qa_tab_fills_every_ready_column_and_the_charts(page, tmp_path):
         ticks = page.evaluate(Y_TICKS, chart)
         assert ticks and min(ticks) == 0, (chart, ticks)
     page.screenshot(path=str(tmp_path / "qa.png"), full_page=True)
+    table = "() => document.querySelector('#qa-run-table textarea').value"  # the run to paste elsewhere
+    page.wait_for_function(f"() => ({table})().includes('| optimized |')", timeout=30_000)
+    assert "| variant | answer | total (ms) | model (ms) | speedup | runs on |" in page.evaluate(table)
+    with page.expect_download() as download:  # and the session's runs as CSV
+        page.locator("#qa-runs-csv").click()
+    lines = open(download.value.path(), encoding="utf-8").read().splitlines()
+    assert lines[0].startswith("run,preset,variant,input,output,total_ms") and len(lines) == 3, lines
 
 
 def test_empty_question_shows_a_message_not_a_trace(page):

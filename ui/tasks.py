@@ -9,6 +9,7 @@ from models.catalog import VARIANTS
 from models.errors import InputError, VariantUnavailable
 from models.showdown import Showdown
 from ui.columns import chart_tops, check, fresh_history, preset_picker, qa_answer_text, record, using, variant_columns
+from ui.runs import kept_runs_outputs, kept_runs_row
 
 USER_ERRORS = (InputError, VariantUnavailable)
 SEED_CONTEXT = ("The first little pig was very lazy. He didn't want to work at all and he built his house out of "
@@ -28,7 +29,7 @@ GENERATION_EXAMPLES = [
 
 def qa_tab(showdown: Showdown) -> None:
     def answer_click(context: str, question: str, selected: list[str], allow_no_answer: bool, history: pd.DataFrame,
-                     preset: str | None = None):
+                     runs: list[dict], preset: str | None = None):
         from models.qa import validate
         chosen = check(validate, question, context, selected=selected)
         showdown_here = using(showdown, "qa", preset)
@@ -39,7 +40,8 @@ def qa_tab(showdown: Showdown) -> None:
             else:
                 results[variant], answers[variant] = result, qa_answer_text(result)
         charts = record(showdown_here, "qa", results, stats, history)  # fills `stats` first
-        return [*answers.values(), *stats.values(), *charts]
+        kept = kept_runs_outputs(runs, showdown_here.preset("qa").name, question, results, "qa")
+        return [*answers.values(), *stats.values(), *charts, *kept]
 
     with gr.Tab("Question answering"):
         with gr.Row():
@@ -55,20 +57,22 @@ def qa_tab(showdown: Showdown) -> None:
                 qa_button = gr.Button("Answer with every variant", variant="primary")
         gr.Examples(QA_EXAMPLES, inputs=[context, question, allow_no_answer])
         qa_answers, qa_stats, qa_history, qa_charts = variant_columns("qa", "Answer", 1, "QA")
+        qa_runs, qa_download, qa_table = kept_runs_row("qa")
         qa_preset.change(fresh_history, None, [qa_history, *qa_charts], api_visibility="private")
-        qa_button.click(answer_click, [context, question, qa_selected, allow_no_answer, qa_history, qa_preset],
-                        [*qa_answers, *qa_stats, qa_history, *qa_charts], api_visibility="private"
+        qa_button.click(answer_click, [context, question, qa_selected, allow_no_answer, qa_history, qa_runs, qa_preset],
+                        [*qa_answers, *qa_stats, qa_history, *qa_charts, qa_runs, qa_download, qa_table],
+                        api_visibility="private"
                         ).then(chart_tops, qa_history, qa_charts, queue=False, api_visibility="private")
 
 
 def generation_tab(showdown: Showdown) -> None:
     def generate_click(prompt: str, max_new_tokens: int, selected: list[str], history: pd.DataFrame,
-                       preset: str | None = None):
+                       runs: list[dict], preset: str | None = None):
         from models.generation import validate
         chosen = check(validate, prompt, max_new_tokens, selected=selected)
         showdown_here = using(showdown, "generation", preset)
         texts, stats, results = {v: gr.update() for v in VARIANTS}, {v: gr.update() for v in VARIANTS}, {}
-        unchanged = [gr.skip()] * 3
+        unchanged = [gr.skip()] * 6  # the history and charts, the kept runs: once at the end
         for variant in showdown.run_order(chosen):
             texts[variant], stats[variant] = "", "generating…"
             try:
@@ -80,7 +84,8 @@ def generation_tab(showdown: Showdown) -> None:
             except USER_ERRORS as error:
                 stats[variant] = f"⚠️ {error}"
         charts = record(showdown_here, "generation", results, stats, history)  # fills `stats` first
-        yield [*texts.values(), *stats.values(), *charts]
+        kept = kept_runs_outputs(runs, showdown_here.preset("generation").name, prompt, results, "generation")
+        yield [*texts.values(), *stats.values(), *charts, *kept]
 
     with gr.Tab("Text generation"):
         with gr.Row():
@@ -94,7 +99,9 @@ def generation_tab(showdown: Showdown) -> None:
         # tab that is not open at load (the tab showed an empty "Examples" box)
         gr.Examples(GENERATION_EXAMPLES, inputs=[prompt], example_labels=[row[0] for row in GENERATION_EXAMPLES])
         gen_texts, gen_stats, gen_history, gen_charts = variant_columns("generation", "Text", 6, "generation")
+        gen_runs, gen_download, gen_table = kept_runs_row("generation")
         gen_preset.change(fresh_history, None, [gen_history, *gen_charts], api_visibility="private")
-        gen_button.click(generate_click, [prompt, max_new_tokens, gen_selected, gen_history, gen_preset],
-                         [*gen_texts, *gen_stats, gen_history, *gen_charts], api_visibility="private"
+        gen_button.click(generate_click, [prompt, max_new_tokens, gen_selected, gen_history, gen_runs, gen_preset],
+                         [*gen_texts, *gen_stats, gen_history, *gen_charts, gen_runs, gen_download, gen_table],
+                         api_visibility="private"
                          ).then(chart_tops, gen_history, gen_charts, queue=False, api_visibility="private")

@@ -1,0 +1,83 @@
+"""Runs a visitor can keep: every run of the session as one CSV, and the last run as a Markdown table
+to paste into an issue or a chat. The charts show the same runs; these keep their numbers."""
+from __future__ import annotations
+
+import csv
+import tempfile
+from pathlib import Path
+
+import gradio as gr
+
+KEPT_RUNS = 50  # as the session chart (ui/columns.HISTORY_RUNS)
+COLUMNS = ("run", "preset", "variant", "input", "output", "total_ms", "model_ms", "speedup", "tokens",
+           "tokens_per_s", "prefill_tokens_per_s", "decode_tokens_per_s", "ttft_ms", "device", "timing")
+
+
+def add_run(runs: list[dict], preset: str, text_in: str, results: dict[str, dict]) -> list[dict]:
+    """This click's results, one row per variant that answered, after the session's earlier runs."""
+    run = max((row["run"] for row in runs), default=0) + 1
+    baseline = results.get("baseline", {}).get("latency_ms", {}).get("total")
+    rows = []
+    for variant, result in results.items():
+        total = result["latency_ms"]["total"]
+        rows.append({
+            "run": run, "preset": preset, "variant": variant, "input": text_in[:500],
+            "output": result.get("answer", result.get("text", "")), "total_ms": round(total, 2),
+            "model_ms": round(result["latency_ms"]["model"], 2), "speedup": round(baseline / total, 3) if baseline else None,
+            "tokens": result.get("new_tokens", result.get("tokens")), "tokens_per_s": _rounded(result.get("tokens_per_s")),
+            "prefill_tokens_per_s": _rounded(result.get("prefill_tokens_per_s")),
+            "decode_tokens_per_s": _rounded(result.get("decode_tokens_per_s")), "ttft_ms": _rounded(result.get("ttft_ms")),
+            "device": result.get("device", "cpu"), "timing": result.get("timing", ""),
+        })
+    kept = [row for row in runs if row["run"] > run - KEPT_RUNS]
+    return kept + rows
+
+
+def _rounded(value) -> float | None:
+    return None if value is None else round(float(value), 2)
+
+
+def runs_csv(runs: list[dict], task: str) -> str | None:
+    """The session's runs as a CSV file for the download button (None before the first run)."""
+    if not runs:
+        return None
+    path = Path(tempfile.mkdtemp(prefix="showdown-runs-")) / f"{task}-runs.csv"
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(runs)
+    return str(path)
+
+
+def last_run_markdown(runs: list[dict], task: str) -> str:
+    """The last run as a Markdown table: the comparison a visitor pastes elsewhere."""
+    if not runs:
+        return ""
+    run = runs[-1]["run"]
+    rows = [row for row in runs if row["run"] == run]
+    speed = "tokens/s" if task == "generation" else "model (ms)"
+    lines = [f"Run {run} ({rows[0]['preset']}), on: {rows[0]['input'][:80]!r}", "",
+             f"| variant | {'text' if task == 'generation' else 'answer'} | total (ms) | {speed} | speedup | runs on |",
+             "|---|---|---|---|---|---|"]
+    for row in rows:
+        output = " ".join(str(row["output"]).split())[:60].replace("|", "\\|")
+        measure = row["tokens_per_s"] if task == "generation" else row["model_ms"]
+        speedup = f"{row['speedup']:.2f}x" if row["speedup"] else "—"
+        lines.append(f"| {row['variant']} | {output or '(no answer)'} | {row['total_ms']:.1f} | {measure} | {speedup} | {row['device']} |")
+    return "\n".join(lines)
+
+
+def kept_runs_row(task: str) -> tuple[gr.State, gr.DownloadButton, gr.Textbox]:
+    """Under the charts: the CSV download and the copyable table (both fill after the first run)."""
+    runs = gr.State([])
+    with gr.Row():
+        table = gr.Textbox(label="This run as a Markdown table (copy it with the button)", lines=4, interactive=False,
+                           buttons=["copy"], elem_id=f"{task}-run-table", scale=3)
+        download = gr.DownloadButton("Download this session's runs (CSV)", value=None, elem_id=f"{task}-runs-csv", scale=1)
+    return runs, download, table
+
+
+def kept_runs_outputs(runs: list[dict], preset: str, text_in: str, results: dict[str, dict], task: str) -> list:
+    """The three outputs after a click: the runs, the CSV and the table."""
+    runs = add_run(runs, preset, text_in, results)
+    return [runs, runs_csv(runs, task), last_run_markdown(runs, task)]
