@@ -14,16 +14,51 @@ tokens; 746 → 674 ms for 64 tokens after a 157-token prompt on SmolLM2 INT8, 2
 
 On CUDA the key/value buffers and the present outputs live on the GPU, in the graph's own dtype
 (FP16 there); only the last position's logits come back each step.
+
+Prompt lookup (issue 53; the "prompt lookup decoding" of transformers' `prompt_lookup_num_tokens`):
+where the text being written repeats the prompt (reading comprehension, rewriting), the tokens that
+followed the last n-gram's earlier occurrence are drafted and checked in one pass; the longest
+prefix equal to the model's own greedy choices is kept, plus the model's next token. Greedy output
+is the model's own; a pass over several tokens reads the weights once, as a single token's does.
 """
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import torch
+
+
+@dataclass(frozen=True)
+class PromptLookup:
+    """Drafts from the sequence's own earlier tokens: the longest of the last `max_ngram`..`min_ngram`
+    tokens that occurred before, and the tokens that followed it there. A draft costs a wider pass,
+    so its length adapts as assistant-model drafting does in transformers: `start_tokens` at first,
+    +2 after a draft kept whole, the kept length + 1 after one kept in part (at most `draft_tokens`);
+    after a draft that kept nothing, the next `backoff` steps (doubling while drafts keep failing, up
+    to `max_backoff`) do not draft, so text that does not repeat its prompt decodes near plain speed."""
+
+    max_ngram: int = 3
+    min_ngram: int = 2
+    draft_tokens: int = 8
+    start_tokens: int = 2
+    backoff: int = 4
+    max_backoff: int = 32
+
+    def draft(self, sequence: list[int], room: int, length: int | None = None) -> list[int]:
+        limit = min(length or self.draft_tokens, room)
+        if limit <= 0:
+            return []
+        for size in range(min(self.max_ngram, len(sequence) - 1), self.min_ngram - 1, -1):
+            tail = sequence[-size:]
+            for start in range(len(sequence) - size - 1, -1, -1):  # the most recent earlier occurrence
+                if sequence[start:start + size] == tail:
+                    return sequence[start + size:start + size + limit]
+        return []
 
 
 class GreedyDecoder:
@@ -49,6 +84,8 @@ class GreedyDecoder:
         self.vocab_size = session.get_outputs()[0].shape[-1]
         self.shares_kv_buffer = shares_kv_buffer and self.has_logits_to_keep and isinstance(self.vocab_size, int)
         self.prefix: tuple[tuple[int, ...], list[np.ndarray] | None] = ((), None)  # see cache_prefix
+        self.lookup: PromptLookup | None = None  # drafts checked in one pass (shared-buffer graphs only)
+        self.last_lookup = {"drafted": 0, "accepted": 0, "passes": 0}  # of the last generate() with lookup on
 
     def _bind(self, binding, ids: np.ndarray, past, past_length: int, logits_kept: int) -> None:
         binding.clear_binding_inputs()
@@ -87,7 +124,8 @@ class GreedyDecoder:
         """Past and present bound once to the same per-layer buffers (GroupQueryAttention writes
         the new position into the buffer it read) and the logits to one [1, 1, vocab] buffer:
         a step rebinds only its few small inputs (0.5 ms of Python per step before). The
-        buffers start with `prefix_kv` when given. Returns the step and the buffers."""
+        buffers start with `prefix_kv` when given. Returns the step and the buffers. `step(ids,
+        past_length, keep)` returns the greedy token after each of the last `keep` positions."""
         binding = self.session.io_binding()
         _, heads, _, dim = self.empty_past.shape
         buffers = []
@@ -98,14 +136,20 @@ class GreedyDecoder:
             buffers.append(self.ortvalue.ortvalue_from_numpy(array, self.device, 0))
             binding.bind_ortvalue_input(past, buffers[-1])
             binding.bind_ortvalue_output(present, buffers[-1])
-        logits = self.ortvalue.ortvalue_from_numpy(np.zeros((1, 1, self.vocab_size), dtype=self.logits_dtype))
-        binding.bind_ortvalue_output("logits", logits)
-        binding.bind_cpu_input("logits_to_keep", np.array([1], dtype=np.int64))
+        logits_for: dict[int, object] = {}  # one logits buffer per number of positions kept
+        bound = [0]  # the number the binding holds now: rebound only when it changes
 
-        def step(ids: np.ndarray, past_length: int) -> int:
+        def step(ids: np.ndarray, past_length: int, keep: int = 1) -> list[int]:
+            if keep != bound[0]:
+                if keep not in logits_for:
+                    logits_for[keep] = self.ortvalue.ortvalue_from_numpy(
+                        np.zeros((1, keep, self.vocab_size), dtype=self.logits_dtype))
+                binding.bind_ortvalue_output("logits", logits_for[keep])
+                binding.bind_cpu_input("logits_to_keep", np.array([keep], dtype=np.int64))
+                bound[0] = keep
             self._bind_step_inputs(binding, ids, past_length)
             self.session.run_with_iobinding(binding)
-            return int(logits.numpy()[0, -1].argmax())
+            return logits_for[keep].numpy()[0].argmax(-1).tolist()
         return step, buffers
 
     def cache_prefix(self, prefix_ids: list[int]) -> None:
@@ -130,30 +174,55 @@ class GreedyDecoder:
 
     def generate(self, input_ids: torch.Tensor, max_new_tokens: int, streamer=None, ignore_eos: bool = False) -> torch.Tensor:
         """Same contract as transformers' greedy `generate` with a streamer: the prompt, then
-        each new token is `put`; stops at an end-of-sequence token (which is kept, as there) unless
-        `ignore_eos` (a timing of exactly `max_new_tokens` steps, as llama-bench times)."""
+        the new tokens are `put` as they come (several at once when a draft was kept); stops at an
+        end-of-sequence token (which is kept, as there) unless `ignore_eos` (a timing of exactly
+        `max_new_tokens` steps, as llama-bench times)."""
         ids = input_ids.numpy().astype(np.int64)
         past_length = 0
         if self.shares_kv_buffer:
             prefix, prefix_kv = self.prefix
             cached = len(prefix) < ids.shape[1] and tuple(ids[0, : len(prefix)].tolist()) == prefix
-            step, _ = self._shared_steps(ids.shape[1] + max_new_tokens, prefix_kv if cached else None)
+            max_length = ids.shape[1] + max_new_tokens + (self.lookup.draft_tokens if self.lookup else 0)
+            step, _ = self._shared_steps(max_length, prefix_kv if cached else None)
             if cached:
                 ids, past_length = ids[:, len(prefix):], len(prefix)
         else:
-            step = self._copying_steps()
+            copying = self._copying_steps()
+            step = lambda ids, past_length, keep=1: [copying(ids, past_length)]  # noqa: E731
         if streamer is not None:
             streamer.put(input_ids)
-        generated: list[int] = []
-        for _ in range(max_new_tokens):
-            token = step(ids, past_length)
-            past_length += ids.shape[1]
-            generated.append(token)
+        lookup = self.lookup if self.shares_kv_buffer else None
+        sequence, generated = input_ids[0].tolist(), []
+        stats = {"drafted": 0, "accepted": 0, "passes": 0}
+        pause, wait = 0, lookup.backoff if lookup else 0  # steps left without drafting; the next pause
+        length = lookup.start_tokens if lookup else 0
+        while len(generated) < max_new_tokens:
+            drafting = lookup is not None and generated and pause == 0
+            pause = max(pause - 1, 0)
+            draft = lookup.draft(sequence, max_new_tokens - len(generated) - 1, length) if drafting else []
+            step_ids = np.array([[*ids[0].tolist(), *draft]], dtype=np.int64) if draft else ids
+            choices = step(step_ids, past_length, len(draft) + 1)
+            kept = next((i for i, (drafted, chosen) in enumerate(zip(draft, choices)) if drafted != chosen), len(draft))
+            new = [*draft[:kept], choices[kept]]
+            if draft:
+                stats = {"drafted": stats["drafted"] + len(draft), "accepted": stats["accepted"] + kept,
+                         "passes": stats["passes"] + 1}
+                if kept == 0:
+                    pause, wait, length = wait, min(2 * wait, lookup.max_backoff), lookup.start_tokens
+                else:
+                    wait = lookup.backoff
+                    length = min(length + 2, lookup.draft_tokens) if kept == len(draft) else kept + 1
+            past_length += ids.shape[1] + kept  # the drafted positions after the first miss are overwritten later
+            if not ignore_eos and (stop := next((i for i, t in enumerate(new) if t in self.eos_token_ids), None)) is not None:
+                new = new[: stop + 1]
+            generated.extend(new)
+            sequence.extend(new)
             if streamer is not None:
-                streamer.put(torch.tensor([token]))
-            if token in self.eos_token_ids and not ignore_eos:
+                streamer.put(torch.tensor(new))
+            if not ignore_eos and new[-1] in self.eos_token_ids:
                 break
-            ids = np.array([[token]], dtype=np.int64)
+            ids = np.array([[new[-1]]], dtype=np.int64)
+        self.last_lookup = stats
         if streamer is not None:
             streamer.end()
         return torch.cat([input_ids, torch.tensor([generated], dtype=input_ids.dtype)], dim=1)

@@ -94,10 +94,12 @@ def stream(runner, prompt: str, max_new_tokens: int = 64, ignore_eos: bool = Fal
     worker.start()
     new_ids: list[int] = []
     stamps: list[float] = []
+    counts: list[int] = []  # tokens per stamp: a kept draft arrives as several at once
     decode_seconds = 0.0
     while (item := streamer.tokens.get()) is not None:
         stamp, ids = item
         stamps.append(stamp)
+        counts.append(len(ids))
         new_ids.extend(ids)
         decode_started = time.perf_counter()
         text = tokenizer.decode(new_ids, skip_special_tokens=True)
@@ -117,7 +119,8 @@ def stream(runner, prompt: str, max_new_tokens: int = 64, ignore_eos: bool = Fal
         "prompt_tokens": int(input_ids.shape[1]),
         "ttft_ms": 1e3 * (stamps[0] - tokenized) if stamps else 0.0,
         "tokens_per_s": len(new_ids) / (model_ms / 1e3) if model_ms > 0 else 0.0,
-        **phase_speeds(int(input_ids.shape[1]), tokenized, stamps),
+        **phase_speeds(int(input_ids.shape[1]), tokenized, stamps, counts),
+        **draft_stats(runner),
         "latency_ms": {
             "tokenize": 1e3 * (tokenized - started),
             "model": model_ms,
@@ -128,14 +131,28 @@ def stream(runner, prompt: str, max_new_tokens: int = 64, ignore_eos: bool = Fal
     yield Update(text=text, done=True, result=result)
 
 
-def phase_speeds(prompt_tokens: int, tokenized: float, stamps: list[float]) -> dict[str, float]:
+def phase_speeds(prompt_tokens: int, tokenized: float, stamps: list[float], counts: list[int] | None = None
+                 ) -> dict[str, float]:
     """Prompt processing and decoding apart: the first token's wait is the prefill (the whole prompt
-    in one pass), every later token is one decoding step. A speed over both mixes a prompt-bound and
-    a bandwidth-bound phase, and one over different token counts is not a comparison."""
+    in one pass), every later token is decoding (`counts`: tokens per stamp, several where a draft was
+    kept). A speed over both mixes a prompt-bound and a bandwidth-bound phase, and one over different
+    token counts is not a comparison."""
+    counts = counts or [1] * len(stamps)
     prefill_s = stamps[0] - tokenized if stamps else 0.0
     decode_s = stamps[-1] - stamps[0] if len(stamps) > 1 else 0.0
     return {"prefill_tokens_per_s": prompt_tokens / prefill_s if prefill_s > 0 else 0.0,
-            "decode_tokens_per_s": (len(stamps) - 1) / decode_s if decode_s > 0 else 0.0}
+            "decode_tokens_per_s": sum(counts[1:]) / decode_s if decode_s > 0 else 0.0}
+
+
+def draft_stats(runner) -> dict:
+    """Prompt lookup's drafts in this generation (ONNX decoders with lookup on): tokens drafted, kept,
+    and the passes that checked them; the app and the bench show the acceptance rate beside tokens/s."""
+    decoder = getattr(runner.model, "decoder", None)
+    if decoder is None or getattr(decoder, "lookup", None) is None:
+        return {}
+    stats = dict(decoder.last_lookup)
+    stats["acceptance"] = stats["accepted"] / stats["drafted"] if stats["drafted"] else 0.0
+    return {"draft": stats}
 
 
 def generate(runner, prompt: str, max_new_tokens: int = 64, ignore_eos: bool = False) -> dict:

@@ -30,6 +30,13 @@ def cpu_threads() -> int:
     return int(os.environ.get("SHOWDOWN_THREADS", os.cpu_count() or 1))
 
 
+def prompt_lookup() -> bool:
+    """Prompt lookup for the ONNX decoders (models/decoding.PromptLookup): SHOWDOWN_PROMPT_LOOKUP=1.
+    Off by default: on this project's 2-core runs it paid only where the text repeats its prompt
+    (experiments/prompt-lookup/results.md)."""
+    return os.environ.get("SHOWDOWN_PROMPT_LOOKUP", "0") == "1"
+
+
 def torch_device() -> torch.device:
     """Where the PyTorch variants run: the GPU when there is one (in fp16, as the ONNX variants get
     FP16 there), unless SHOWDOWN_DEVICE=cpu."""
@@ -104,9 +111,12 @@ def load_runner(task: Task, variant: str, runtime: Runtime, path: Path, device: 
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = _load_torch(task, path, device) if runtime == "torch" else _load_onnx(task, path, device)
         if task == "generation" and hasattr(model, "decoder"):  # models.decoding.OnnxCausalLM
+            from models.decoding import PromptLookup
             from models.generation import template_prefix
 
             model.decoder.cache_prefix(template_prefix(tokenizer))
+            if prompt_lookup():
+                model.decoder.lookup = PromptLookup()
     except VariantUnavailable:
         raise
     except Exception as error:  # whatever the loaders raise (onnxruntime's InvalidProtobuf, transformers' OSError…)

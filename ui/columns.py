@@ -127,7 +127,9 @@ def stats_markdown(status: dict, result: dict, baseline: dict | None, task: str)
         lines.insert(1, f"replica {result['replica']} · queued {latency.get('queue', 0):,.0f} ms before it")
     if task == "generation":
         lines.append(f"first token {_ms(result['ttft_ms'])} (prompt {result.get('prefill_tokens_per_s', 0):,.0f} tokens/s) · "
-                     f"**decoding {result.get('decode_tokens_per_s', 0):.1f} tokens/s** · {result['new_tokens']} tokens written")
+                     f"**decoding {result.get('decode_tokens_per_s', 0):.1f} tokens/s** · {result['new_tokens']} tokens written"
+                     + (f" · prompt lookup kept {result['draft']['accepted']} of {result['draft']['drafted']} drafted tokens"
+                        if result.get("draft", {}).get("drafted") else ""))
     else:
         lines.append(f"{result['tokens']} tokens in {result['windows']} window(s) · null margin {result['score']:+.2f}"
                      + (f" · answerability {result['answerability']:+.2f}" if result.get("verifier") and result.get("answerability") is not None else ""))

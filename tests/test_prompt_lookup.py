@@ -1,0 +1,37 @@
+"""Prompt lookup (issue 53): drafts copied from the text so far, checked in one pass, keep the
+model's own greedy output token for token."""
+import pytest
+
+from models.decoding import PromptLookup
+
+
+def test_the_draft_follows_the_most_recent_earlier_occurrence_of_the_longest_tail():
+    lookup = PromptLookup(max_ngram=3, draft_tokens=4)
+    assert lookup.draft([1, 2, 3, 9, 9, 1, 2, 3, 7, 1, 2, 3], room=10) == [7, 1, 2, 3]
+    assert lookup.draft([5, 6, 7, 8, 6], room=10) == []  # one token matched: too weak a hint to pay a wider pass
+    assert PromptLookup(min_ngram=1).draft([5, 6, 7, 8, 6], room=10) == [7, 8, 6]
+    assert lookup.draft([1, 2, 3, 4], room=10) == []  # nothing repeats: no draft, a plain step
+    assert lookup.draft([1, 2, 1, 2, 3, 4, 5, 1, 2], room=2) == [3, 4]  # never past the tokens still wanted
+
+
+@pytest.mark.parametrize("prompt", [
+    "Repeat after me: the quick brown fox jumps over the lazy dog. the quick brown fox jumps over the lazy dog.",
+    "Paragraph: Warsaw is the capital and largest city of Poland. Question: What is the capital of Poland?",
+    "Write a haiku about fast computers.",
+])
+def test_lookup_keeps_the_greedy_text_of_the_same_variant(built_presets, prompt):
+    from models import generation
+    from models.runners import load_runner
+
+    preset = built_presets["generation"]
+    runner = load_runner("generation", "optimized", "onnxruntime", preset.built_dir("optimized"))
+    decoder = runner.model.decoder
+    assert decoder.shares_kv_buffer
+    decoder.lookup = None
+    plain = generation.generate(runner, prompt, 40, ignore_eos=True)
+    decoder.lookup = PromptLookup()
+    looked_up = generation.generate(runner, prompt, 40, ignore_eos=True)
+    assert looked_up["text"] == plain["text"] and looked_up["new_tokens"] == plain["new_tokens"] == 40
+    assert looked_up["draft"]["drafted"] >= looked_up["draft"]["accepted"] >= 0
+    if "Repeat after me" in prompt:  # a random tiny model repeats itself: drafts are found and some kept
+        assert looked_up["draft"]["passes"] > 0
