@@ -9,7 +9,7 @@ what was built from it travel together.
         model: deepset/roberta-base-squad2   # a Hub id, or a local folder
         revision: main                        # optional
         prune: {heads_kept: 0.67, ffn_kept: 0.67, layers_dropped: 0, recovery_steps: 300}
-        reading_questions: 616                # optional, generation: held-out questions read (default all)
+        reading_questions: 2115               # optional, generation: held-out questions read (default all)
 
 Every preset gets the four variants: the model as it is (`baseline`), its ONNX Runtime build
 (`optimized`), a structurally pruned copy recovered by distillation (`pruned`), and that copy's

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from optimize.evaluate.gates import AgreementBelowGate, AgreementGuard, GateFailed, check, failures, promise_line
@@ -57,6 +58,32 @@ def test_pruned_generation_gates_on_quality_not_on_copying():
     reading = {"promise": "pruned", "perplexity_ratio": 1.2, "reading_of_baseline_pct": 91.0, "instruction_of_baseline_pct": 80}
     assert failures("generation", "torch", reading) == []  # reading comprehension gates; the instruction set is shown
     assert "reading-comprehension F1 85.0% of baseline's" in failures("generation", "torch", {**reading, "reading_of_baseline_pct": 85.0})[0]
+    # issue 49: a pass inside the noise is no pass: the interval's lower end must clear 85 % too
+    assert failures("generation", "torch", {**reading, "reading_of_baseline_ci95": [86.0, 96.0]}) == []
+    uncertain = failures("generation", "torch", {**reading, "reading_of_baseline_ci95": [82.0, 101.0]})
+    assert len(uncertain) == 1 and "91.0% (95% CI 82.0-101.0%)" in uncertain[0] and "too uncertain" in uncertain[0]
+
+
+def test_paragraph_resampling_widens_the_interval_where_a_paragraph_s_questions_fail_together():
+    """Questions about one paragraph succeed or fail together; resampling them one by one would
+    claim more certainty than the set holds."""
+    from optimize.evaluate.intervals import grouped_ratio
+
+    rng = np.random.default_rng(1)
+    groups, reference, candidate = {}, {}, {}
+    for paragraph in range(60):
+        hard = rng.random() < 0.5  # the candidate loses whole paragraphs
+        for question in range(6):
+            item = f"{paragraph}-{question}"
+            groups[item], reference[item] = f"p{paragraph}", 0.8
+            candidate[item] = 0.5 if hard else 0.8
+    by_paragraph = grouped_ratio(reference, candidate, groups, samples=4000)
+    by_question = grouped_ratio(reference, candidate, {item: item for item in groups}, samples=4000)
+    assert by_paragraph["groups"] == 60 and by_question["groups"] == 360
+    assert by_paragraph["ratio"] == by_question["ratio"]
+    width = lambda r: r["ratio_ci95"][1] - r["ratio_ci95"][0]  # noqa: E731
+    assert width(by_paragraph) > 2 * width(by_question)
+    assert by_paragraph["ratio_ci95"][0] < by_paragraph["ratio"] < by_paragraph["ratio_ci95"][1]
 
 
 def test_qa_pruned_cannot_pass_by_abstaining():

@@ -11,16 +11,23 @@ def test_the_reply_is_read_as_its_first_line_without_a_label_or_full_stop():
 
 @requires_squad()
 def test_every_held_out_answerable_question_is_asked_and_scored_per_question(tmp_path):
-    """616 questions (enough to gate on, unlike a 60-prompt set), each scored against SQuAD's own
-    answers, with per-question F1 for paired intervals; the tiny model's replies are what the app
-    decodes."""
+    """2,115 questions over 374 paragraphs of articles no generation model saw (enough to gate on,
+    unlike a 60-prompt set or the 616 test questions), each scored against SQuAD's own answers, with
+    per-question F1 and each question's paragraph for paired intervals; the tiny model's replies are
+    what the app decodes."""
     from models import generation
     from models.runners import load_runner
     from optimize.evaluate.reading import PROMPT
     from tests.tiny import tiny_llama
 
+    from optimize.evaluate import squad
+    from optimize.evaluate.reading import paragraph_groups
+
     data = questions()
-    assert len(data) >= 600 and all(e.answers for e in data)
+    assert len(data) == 2115 and all(e.answers for e in data)
+    assert len(set(paragraph_groups().values())) == 374
+    qa_paragraphs = {e.context for e in squad.all_examples(squad.DEFAULT_SQUAD_PATH)}
+    assert not qa_paragraphs & {e.context for e in data}  # not the articles the old gate (and QA's test) used
     runner = load_runner("generation", "baseline", "torch", tiny_llama(tmp_path / "reader", init_range=0.2))
     scored = measure(runner, data[:4])
     assert scored["questions"] == 4 and set(scored["per_question"]) == {e.id for e in data[:4]}

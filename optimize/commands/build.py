@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", help="with --model: your own SQuAD-format JSON for recovery (default: the shared SQuAD data)")
     parser.add_argument("--reading-questions", type=int, metavar="N",
                             help="with --model, generation: measure reading comprehension on the first N held-out questions "
-                                 "(default all 616: minutes per variant on 2 cores; a small N is noise, its interval says so)")
+                                 "(default all 2,115: tens of minutes per variant on 2 cores; a small N is noise, its interval says so)")
 
 
 def run(args: argparse.Namespace) -> int:

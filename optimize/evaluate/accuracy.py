@@ -181,7 +181,7 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
     sequences = [torch.tensor(s) for s in cached["sequences"]]
     prompt_lengths = [chat_prompt(runner.tokenizer, p).shape[1] for p in PROMPTS]
     # agreement gates an exact export, and a lossy one where reading comprehension is not measured (optimize/evaluate/gates.py)
-    reads = preset_name is not None and squad.DEFAULT_SQUAD_PATH.exists()
+    reads = preset_name is not None and reading.available()
     floor = Gates().exact_agreement_pct if exact else Gates().lossy_agreement_pct if promise == "lossy" and not reads else None
     try:
         agreement = next_token_agreement(runner, sequences, prompt_lengths, floor if stop_below_gate else None)
@@ -230,17 +230,21 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
 def reading_against(preset_name: str, runner: Runner, reference_path: Path, load_reference: Callable[[], Runner],
                     limit: int | None, promise: str) -> dict:
     """Reading-comprehension F1 with its interval, its source's, and the paired difference: what the
-    lossy gate reads (within 1 point of the source) and the pruned one (≥ 90 % of the baseline's)."""
-    from optimize.evaluate.intervals import mean_interval
+    lossy gate reads (within 1 point of the source) and the pruned one (≥ 90 % of the baseline's, the
+    interval's lower end ≥ 85 %). Intervals resample paragraphs with all their questions."""
+    from optimize.evaluate.intervals import grouped_ratio, mean_interval
 
     own = reading.recorded(preset_name, runner.path, lambda: runner, limit)
     source = reading.recorded(preset_name, reference_path, load_reference, limit)
     metrics = {"reading_f1": own["reading_f1"], "reading_f1_ci95": mean_interval(list(own["per_question"].values())),
                "reading_questions": own["questions"], "reference_reading_f1": source["reading_f1"],
                "reference_reading_f1_ci95": mean_interval(list(source["per_question"].values())),
-               "reading_f1_delta": paired_delta(source["per_question"], own["per_question"])}
+               }
+    compared = grouped_ratio(source["per_question"], own["per_question"], reading.paragraph_groups(limit))
+    metrics["reading_f1_delta"] = {key: compared[key] for key in ("delta", "ci95", "items", "groups")}
     if promise == "pruned":  # held to a share of its baseline's score; 0 of 0 keeps it
-        metrics["reading_of_baseline_pct"] = round(100 * own["reading_f1"] / source["reading_f1"], 1) if source["reading_f1"] else 100.0
+        metrics["reading_of_baseline_pct"] = round(100 * compared["ratio"], 1) if source["reading_f1"] else 100.0
+        metrics["reading_of_baseline_ci95"] = [round(100 * end, 1) for end in compared["ratio_ci95"]]
     if "recorded" in own:
         metrics["reading_recorded"] = own["recorded"]
     if "recorded" in source:

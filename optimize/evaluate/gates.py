@@ -71,6 +71,7 @@ class Gates:
     pruned_f1_drop: float = 3.0  # QA both measures vs baseline
     pruned_perplexity_ratio: float = 1.5
     pruned_reading_pct: float = 90.0  # generation reading-comprehension F1 as a share of the baseline's
+    pruned_reading_low_pct: float = 85.0  # ... and the lower end of that share's 95 % interval (paragraphs resampled)
     pruned_instruction_pct: float = 90.0  # only where reading comprehension was not measured (older builds)
 
 
@@ -86,7 +87,8 @@ def gate_descriptions(gates: Gates = Gates()) -> dict[str, str]:
                   f"within {gates.lossy_f1_drop:g} point; agreement with the source shown beside, not gated"),
         "pruned": (f"QA within {gates.pruned_f1_drop:g} points of the baseline on both measures; generation perplexity "
                    f"≤ {gates.pruned_perplexity_ratio:g}x the baseline's and reading-comprehension F1 ≥ "
-                   f"{gates.pruned_reading_pct:g} % of the baseline's; the instruction set and agreement shown, not gated"),
+                   f"{gates.pruned_reading_pct:g} % of the baseline's, the lower end of its 95 % interval (paragraphs "
+                   f"resampled) ≥ {gates.pruned_reading_low_pct:g} %; the instruction set and agreement shown, not gated"),
     }
 
 
@@ -122,10 +124,13 @@ def failures(task: str, runtime: str, metrics: dict, gates: Gates = Gates()) -> 
         return _qa_drops(metrics, gates.pruned_f1_drop, "baseline")
     missed = _perplexity_miss(metrics, gates.pruned_perplexity_ratio, "baseline")
     if "reading_of_baseline_pct" in metrics:
+        interval = metrics.get("reading_of_baseline_ci95")
+        share = f"{metrics['reading_of_baseline_pct']:.1f}%" + (f" (95% CI {interval[0]:.1f}-{interval[1]:.1f}%)" if interval else "")
         if metrics["reading_of_baseline_pct"] < gates.pruned_reading_pct:
-            interval = f", difference {delta_text(metrics['reading_f1_delta'])}" if "reading_f1_delta" in metrics else ""
-            missed.append(f"reading-comprehension F1 {metrics['reading_of_baseline_pct']:.1f}% of baseline's "
-                          f"(gate ≥ {gates.pruned_reading_pct}%{interval})")
+            missed.append(f"reading-comprehension F1 {share} of baseline's (gate ≥ {gates.pruned_reading_pct:g}%)")
+        elif interval and interval[0] < gates.pruned_reading_low_pct:
+            missed.append(f"reading-comprehension F1 {share} of baseline's: the interval's lower end is under "
+                          f"{gates.pruned_reading_low_pct:g}%, too uncertain to pass")
     elif metrics.get("instruction_of_baseline_pct", 100) < gates.pruned_instruction_pct:
         missed.append(f"instruction-set score {metrics['instruction_of_baseline_pct']:.1f}% of baseline's "
                       f"(gate ≥ {gates.pruned_instruction_pct}%)")
