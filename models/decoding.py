@@ -18,8 +18,10 @@ On CUDA the key/value buffers and the present outputs live on the GPU, in the gr
 Prompt lookup (issue 53; the "prompt lookup decoding" of transformers' `prompt_lookup_num_tokens`):
 where the text being written repeats the prompt (reading comprehension, rewriting), the tokens that
 followed the last n-gram's earlier occurrence are drafted and checked in one pass; the longest
-prefix equal to the model's own greedy choices is kept, plus the model's next token. Greedy output
-is the model's own; a pass over several tokens reads the weights once, as a single token's does.
+prefix equal to the model's own greedy choices is kept, plus the model's next token. A pass over
+several tokens reads the weights once, as a single token's does. Exact where a wider pass computes
+each position as a one-token step does (fp32 compute); int8-compute kernels take another path for a
+wider pass and changed 2 of 7 texts (experiments/prompt-lookup/results.md).
 """
 from __future__ import annotations
 

@@ -32,8 +32,8 @@ def cpu_threads() -> int:
 
 def prompt_lookup() -> bool:
     """Prompt lookup for the ONNX decoders (models/decoding.PromptLookup): SHOWDOWN_PROMPT_LOOKUP=1.
-    Off by default: on this project's 2-core runs it paid only where the text repeats its prompt
-    (experiments/prompt-lookup/results.md)."""
+    Off by default: it slowed the fp32-compute `optimized` where the text does not copy its prompt,
+    and changed some of the int8 `pruned-optimized`'s texts (experiments/prompt-lookup/results.md)."""
     return os.environ.get("SHOWDOWN_PROMPT_LOOKUP", "0") == "1"
 
 
