@@ -207,8 +207,9 @@ class GreedyDecoder:
             kept = next((i for i, (drafted, chosen) in enumerate(zip(draft, choices)) if drafted != chosen), len(draft))
             new = [*draft[:kept], choices[kept]]
             if draft:
-                stats = {"drafted": stats["drafted"] + len(draft), "accepted": stats["accepted"] + kept,
-                         "passes": stats["passes"] + 1}
+                stats["drafted"] += len(draft)
+                stats["accepted"] += kept
+                stats["passes"] += 1
                 if kept == 0:
                     pause, wait, length = wait, min(2 * wait, lookup.max_backoff), lookup.start_tokens
                 else:
@@ -250,6 +251,10 @@ class OnnxCausalLM:
                                      head_dim=getattr(shape, "head_dim", None) or shape.hidden_size // heads,
                                      shares_kv_buffer=_has_op(path / "model.onnx", "GroupQueryAttention"),
                                      device="cuda" if provider == "CUDAExecutionProvider" else "cpu")
+
+    @property
+    def device(self) -> str:
+        return self.decoder.device
 
     def __call__(self, input_ids: torch.Tensor, **_ignored) -> SimpleNamespace:
         return SimpleNamespace(logits=self.decoder.logits(input_ids))

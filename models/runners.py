@@ -57,10 +57,7 @@ class Runner:
     @property
     def device(self) -> str:
         """Where the model runs: "cpu" or "cuda" (the API's responses say it)."""
-        if self.runtime == "torch":
-            return self.model.device.type
-        on_gpu = getattr(self.model, "on_gpu", None)
-        return "cuda" if (on_gpu if on_gpu is not None else self.model.decoder.device == "cuda") else "cpu"
+        return self.model.device.type if self.runtime == "torch" else self.model.device
 
     def qa_logits(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Start and end logits, float32 [windows, tokens]."""
@@ -212,11 +209,11 @@ class OnnxQA:
 
         self.session = onnxruntime.InferenceSession(str(path / ONNX_FILE), options, providers=[provider])
         self.input_names = {i.name for i in self.session.get_inputs()}
-        self.on_gpu = provider == "CUDAExecutionProvider"
+        self.device = "cuda" if provider == "CUDAExecutionProvider" else "cpu"
 
     def __call__(self, **inputs: np.ndarray) -> SimpleNamespace:
         feeds = {k: v for k, v in inputs.items() if k in self.input_names}
-        if not self.on_gpu:
+        if self.device == "cpu":
             start, end = self.session.run(["start_logits", "end_logits"], feeds)
             return SimpleNamespace(start_logits=start, end_logits=end)
         binding = self.session.io_binding()

@@ -12,13 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-QUESTION = "Who worked a little bit harder?"
-
-
 def main(result_path: Path, server_log: Path) -> int:
     from gradio_client import Client
 
     from models.showdown import SEED_CONTEXT_LONG
+    from optimize.publish.report import QA_QUESTION
 
     env = {**os.environ, "SHOWDOWN_BUILD": "0", "GRADIO_SERVER_PORT": "7861", "GRADIO_SERVER_NAME": "127.0.0.1"}
     log = open(server_log, "w")
@@ -38,7 +36,7 @@ def main(result_path: Path, server_log: Path) -> int:
                               for v in client.predict(api_name="/variants")]
         for variant in ("baseline", "optimized", "pruned", "pruned-optimized"):
             try:
-                answer = client.predict(SEED_CONTEXT_LONG, QUESTION, variant, api_name="/qa")
+                answer = client.predict(SEED_CONTEXT_LONG, QA_QUESTION, variant, api_name="/qa")
                 record["answers"][variant] = {k: answer.get(k) for k in ("answer", "device", "latency_ms", "timing")}
             except Exception as error:
                 record["answers"][variant] = {"error": f"{type(error).__name__}: {error}"}
