@@ -370,7 +370,7 @@ def in_process_showdown(built_defaults):
 def test_the_app_times_every_qa_variant_as_in_process(app_client, free_port_module, tokens, windows):
     """Issue 47: through `python app.py`, each variant's `latency_ms.model` is within 15 % of the same
     call in a fresh process under the same 70 ms idle gap, the app's client kept off the app's cores;
-    the median of nine paired ratios (the app's PyTorch variants had run 1.3-1.6x their in-process time).
+    the median of 21 paired ratios (the app's PyTorch variants had run 1.3-1.6x their in-process time).
     The in-process side runs in its own process: in this one, earlier tests' threads and settings
     slowed its PyTorch variants to 1.2-1.7x the app's."""
     client, _ = app_client
