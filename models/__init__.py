@@ -3,8 +3,7 @@
 Importing it bounds PyTorch's OpenMP spin-waiting (libgomp reads GOMP_SPINCOUNT once, when torch
 loads it, so this must run first; a value the user set wins). By default PyTorch's idle threads
 spin after each op and take the cores from the ONNX Runtime model that runs next in the same
-process: measured here, pruned-optimized QA at 384 tokens took 16.0 ms right after a PyTorch
-forward vs 11.9 ms alone; with 100,000 spins, 12.1 ms.
+process; a bounded spin count gives that model its cores back (figures: docs/measurements.md).
 """
 import os
 import sys

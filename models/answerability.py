@@ -36,7 +36,7 @@ def question_names(question: str) -> list[str]:
 @functools.lru_cache(maxsize=16)
 def _context_index(context: str) -> tuple[str, frozenset[str]]:
     """A context lower-cased and its words, once per context: every question and variant about it
-    reuses them (a 200,000-character context takes ~4 ms to index), as models/qa.py caches its tokens."""
+    reuses them (a long context takes milliseconds to index), as models/qa.py caches its tokens."""
     lowered = context.lower()
     return lowered, frozenset(_WORD.findall(lowered))
 

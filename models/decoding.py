@@ -1,8 +1,7 @@
 """Greedy decoding straight on an ONNX Runtime decoder session, with IO binding.
 
-Why: measured on SmolLM2 INT8 (2-core CPU), one decode step of the session takes 11.9 ms, but a
-token through transformers' `generate` loop and optimum's ORTModelForCausalLM wrapper took
-21.7 ms: half the time was Python around the model (logits processors, stopping criteria,
+Why: a token through transformers' `generate` loop and optimum's ORTModelForCausalLM wrapper
+took about twice the session's own decode step: half the time was Python around the model (logits processors, stopping criteria,
 torch↔numpy copies of the whole KV cache each step). Here the present key/values that ONNX
 Runtime returns stay OrtValues and are bound as the next step's past (no copies), and the only
 array read back is the last position's logits.
@@ -10,7 +9,7 @@ array read back is the last position's logits.
 Graphs with GroupQueryAttention (ONNX Runtime GenAI's model builder) also decode into one
 pre-allocated key/value buffer per layer, bound as both past and present: the kernel then writes
 only the new position instead of copying the whole cache into a fresh present each step (the same
-tokens; 746 → 674 ms for 64 tokens after a 157-token prompt on SmolLM2 INT8, 2 cores).
+tokens, faster (figures: docs/measurements.md)).
 
 On CUDA the key/value buffers and the present outputs live on the GPU, in the graph's own dtype
 (FP16 there); only the last position's logits come back each step.
@@ -125,7 +124,7 @@ class GreedyDecoder:
     def _shared_steps(self, max_length: int, prefix_kv: list[np.ndarray] | None = None):
         """Past and present bound once to the same per-layer buffers (GroupQueryAttention writes
         the new position into the buffer it read) and the logits to one [1, 1, vocab] buffer:
-        a step rebinds only its few small inputs (0.5 ms of Python per step before). The
+        a step rebinds only its few small inputs (rebinding everything cost Python time every step). The
         buffers start with `prefix_kv` when given. Returns the step and the buffers. `step(ids,
         past_length, keep)` returns the greedy token after each of the last `keep` positions."""
         binding = self.session.io_binding()

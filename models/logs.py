@@ -1,5 +1,5 @@
 """Terminal logging for the app and `python -m optimize`: our loggers at INFO, everyone else's at
-WARNING. Why: a first start builds for 10-15 minutes and its terminal is what a visitor watches;
+WARNING. Why: a first start builds for minutes and its terminal is what a visitor watches;
 at INFO, onnxruntime's graph optimizer and quantizer, httpx, optimum and transformers wrote
 hundreds of lines per build (a line per tensor), which buried the progress bars and the summaries."""
 from __future__ import annotations

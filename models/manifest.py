@@ -90,7 +90,7 @@ _hashes: dict[Path, dict[str, list]] = {}  # per cache file, read once per proce
 
 def cached_sha256(path: str, stat: os.stat_result, hashes: dict[str, list]) -> str:
     """sha256 of a file (an absolute path, its stat, the cache), remembered by (path, size, mtime): a
-    start with unchanged artifacts only stats them instead of reading ~2 GB (seconds on 2 shared cores)."""
+    start with unchanged artifacts only stats them instead of reading every weight file again."""
     signature = [stat.st_size, stat.st_mtime_ns]
     known = hashes.get(path)
     if known and known[:2] == signature:
@@ -190,3 +190,15 @@ def atomic_dir(target: Path) -> Iterator[Path]:
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     remember_manifest(target)
+
+
+def source_fingerprint(directory: Path) -> str:
+    """sha256 over the source's weight and config files, so a retrained baseline triggers a rebuild.
+    Not its manifest: a rebuilt source with the same weights (its build time differs) is the same source.
+    An ONNX graph's external weights (`model.onnx.data`) count."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(directory).rglob("*")):
+        if path.is_file() and path.suffix in (".safetensors", ".onnx", ".data", ".bin", ".json") and path.name != "manifest.json":
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()

@@ -108,7 +108,7 @@ class ContextTokens:
     offsets: tuple[tuple[int, int], ...]
 
 
-@functools.lru_cache(maxsize=16)  # a 200,000-character context holds ~10 MB of tokens
+@functools.lru_cache(maxsize=16)  # bounded: a long context's tokens take megabytes
 def context_tokens(tokenizer, context: str) -> ContextTokens:
     """A context tokenised once, then reused for every question and variant that reads it (the
     "cache the repeated context" idea of Hugging Face's 100x write-up): WordPiece splits each
@@ -203,7 +203,7 @@ def postprocess(windows: Windows, start_logits: np.ndarray, end_logits: np.ndarr
 def logits_by_length(runner, windows: Windows) -> tuple[np.ndarray, np.ndarray]:
     """Start and end logits [windows, width], each window run at its own length: a context's last
     window is usually short, and padding it to the others' width computes tokens that are thrown
-    away (a ~420-token context: 384 + ~190 tokens instead of 2 x 384). Windows of one length run as
+    away (a context just over one window would otherwise compute two full windows). Windows of one length run as
     one batch; padded positions get a logit no span can win with."""
     lengths = windows.inputs["attention_mask"].sum(axis=1)
     start = np.full(windows.inputs["input_ids"].shape, PADDED_LOGIT, dtype=np.float32)

@@ -165,10 +165,9 @@ def load_causal_lm(path: Path):
 
 def session_options():
     """Spin-waiting bounded to 100 µs. ORT's worker threads spin after each op and run by
-    default; that wins for decoding (a short run per token: 104 tok/s vs 90 with no spinning) but
-    in a process holding several models (app, report, bench) spinning threads steal the cores
-    from the model that runs next (three sessions interleaved at 384 tokens: 39 ms each vs 17).
-    100 µs keeps the decoding gain (105 tok/s) and the interleaved sessions ran in 9.8 ms."""
+    default; that wins for decoding (a short run per token) but in a process holding several
+    models (app, report, bench) spinning threads steal the cores from the model that runs next.
+    A short bound keeps the decoding gain and gives the next model its cores (docs/measurements.md)."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
@@ -200,8 +199,8 @@ def _load_onnx(task: Task, path: Path, device: str | None = None):
 
 class OnnxQA:
     """An exported QA encoder run straight on its session, numpy in and out: optimum's
-    ORTModelForQuestionAnswering round-trips every call through torch tensors (0.4 ms of a
-    10 ms call at 384 tokens). On CUDA through IO binding: the inputs are copied to the GPU once,
+    ORTModelForQuestionAnswering round-trips every call through torch tensors, a few percent of a
+    call. On CUDA through IO binding: the inputs are copied to the GPU once,
     the logits stay there until the one copy back."""
 
     def __init__(self, path: Path, options, provider: str):

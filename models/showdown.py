@@ -275,8 +275,8 @@ class Showdown:
         - `switch_interval_s`: how long a thread may keep the GIL when another asks for it. A
           session run releases the GIL; with CPython's default 5 ms, the model thread could wait
           that long to get it back from a server thread after every run.
-        Measured with 4 HTTP clients (experiments/app-timing/measure_concurrency.py): compute 1.33x the single
-        client's with neither, 1.43x with the switch interval alone, 1.13-1.15x with both."""
+        With 4 HTTP clients both together kept compute closest to a single client's, either alone did
+        not (experiments/app-timing/measure_concurrency.py; figures: docs/measurements.md)."""
         self._model_thread.submit(lambda: None).result()  # the model thread exists before the server's
         if switch_interval_s:
             sys.setswitchinterval(switch_interval_s)
@@ -305,13 +305,13 @@ class Showdown:
 
         `warm_up`: one untimed call on the same input first, inside the same turn. A visitor's click
         follows idle time, after which every runtime's first call is slower (threads asleep, caches
-        cold: pruned-optimized 18 ms back to back, 34-39 ms after a second idle), so a lone timed
+        cold: up to twice as slow after a second idle), so a lone timed
         call measures how long the variant idled, not the variant; the warm-up makes a click's times
         comparable across variants and with the bench's warm loops (`timing` says which was taken).
 
         The forward runs on one long-lived thread rather than on whichever worker thread the web
         server picked: a thread new to PyTorch builds its OpenMP team and caches first (pruned QA at
-        384 tokens under load: 1,121 ms p50 on a fresh thread vs 43 ms on the model thread,
+        tokens under load: over twenty times slower on a fresh thread,
         experiments/app-timing/measure_inflation.py)."""
         qa.validate(question, context)
         runner = self.runner("qa", variant)

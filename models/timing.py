@@ -18,8 +18,8 @@ def timed_rounds(contenders: dict[str, Callable[[], object]], rounds: int, warmu
     """Warm up each, then `rounds` rounds, each in a fresh seeded shuffle of the order; (seconds,
     output) per call. Why shuffle: on 2 cores a call is slower right after a PyTorch model (its
     OpenMP threads and its weights in the cache), and a rotation keeps every contender behind the
-    same neighbour — it held QA pruned-optimized behind PyTorch `pruned` in every round (12.3 ms,
-    vs 11.2 for the contender placed after it)."""
+    same neighbour — it held QA pruned-optimized behind PyTorch `pruned` in every round, and slower
+    for it (docs/measurements.md)."""
     for call in contenders.values():
         for _ in range(warmup):
             call()
@@ -34,3 +34,21 @@ def timed_rounds(contenders: dict[str, Callable[[], object]], rounds: int, warmu
         if on_round:
             on_round(round_index)
     return out
+
+
+def forward_ms(model, repeats: int = 15) -> float:
+    """Median milliseconds of one 384-token PyTorch forward of a QA encoder, after three untimed ones:
+    the sweeps and diagnose-qa show it beside each model they measure, timed in one process."""
+    import statistics
+
+    import torch
+
+    inputs = {"input_ids": torch.randint(1000, 2000, (1, 384)), "attention_mask": torch.ones(1, 384, dtype=torch.long)}
+    times = []
+    with torch.inference_mode():
+        for index in range(repeats + 3):
+            started = time.perf_counter()
+            model(**inputs)
+            if index >= 3:
+                times.append(1e3 * (time.perf_counter() - started))
+    return statistics.median(times)

@@ -18,10 +18,11 @@ ONNX Runtime build (`pruned-optimized`).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from models.catalog import Preset, PruneSpec, Source, Task, Variant, artifacts_root, optimized_variant
+from models.preset import Preset, PruneSpec, Source, Task, Variant, artifacts_root, optimized_variant
 from models.errors import InputError
 
 FORMAT = 1
@@ -66,16 +67,16 @@ def _preset(entry: dict) -> Preset:
 
 
 def add_preset(model: str, task: Task, name: str | None = None, revision: str | None = None,
-               prune: PruneSpec | None = None, reading_questions: int | None = None) -> Preset:
-    """Write (or replace) the preset for `model` in the user catalog and return it."""
+               prune: PruneSpec | None = None, reading_questions: int | None = None,
+               built_in: Iterable[str] = ()) -> Preset:
+    """Write (or replace) the preset for `model` in the user catalog and return it; `built_in`: the
+    catalog's own preset names, which a user's preset may not take."""
     import yaml
 
     name = name or re.sub(r"[^a-z0-9._-]+", "-", Path(model.rstrip("/")).name.lower()).strip("-")
     if not NAME.match(name):
         raise InputError(f"'{name}' is not a usable preset name: lower-case letters, digits, '.', '_' and '-', up to 64.")
-    from models.catalog import PRESETS
-
-    if any(p.name == name for p in PRESETS):
+    if name in set(built_in):
         raise InputError(f"'{name}' is a built-in preset; pass --name to call yours something else.")
     entry = {"name": name, "task": task, "model": model, **({"revision": revision} if revision else {}),
              "prune": asdict(prune or PruneSpec()), **({"reading_questions": reading_questions} if reading_questions else {})}

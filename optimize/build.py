@@ -2,21 +2,22 @@
 on CPU (FP16 on CUDA), then accuracy against the source, written atomically with a manifest.
 
 A build whose manifest records the same inputs (source weights' sha256 and this config) is
-skipped; `--force` rebuilds.
+skipped; `--force` rebuilds. Each build resolves its `BuildTarget` once (the preset, the variant,
+the source it is built from, where it goes, what it is built from); every step below reads it.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from models.catalog import Preset
-from models.manifest import atomic_dir, read_manifest, size_bytes, verify, write_manifest
+from models.catalog import Preset, Variant
+from models.machine import cpu_name
+from models.manifest import atomic_dir, read_manifest, size_bytes, source_fingerprint, verify, write_manifest
 from models.runners import ONNX_FILE, providers
 from models.sources import resolve
 from optimize.evaluate.gates import GateFailed, check, failures
@@ -42,21 +43,45 @@ log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
 
 
-def source_fingerprint(directory: Path) -> str:
-    """sha256 over the source's weight and config files, so a retrained baseline triggers a rebuild.
-    Not its manifest: a rebuilt source with the same weights (its build time differs) is the same source.
-    An ONNX graph's external weights (`model.onnx.data`) count."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(directory).rglob("*")):
-        if path.is_file() and path.suffix in (".safetensors", ".onnx", ".data", ".bin", ".json") and path.name != "manifest.json":
-            digest.update(path.name.encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
+@dataclass(frozen=True)
+class BuildTarget:
+    """One variant to build, resolved once."""
+
+    preset: Preset
+    variant: Variant
+    source: Path  # the weights it is built from, resolved (fetched, converted) once
+    directory: Path  # where it is published
+    inputs: dict = field(default_factory=dict)  # what it is built from, as its manifest records it
+
+    @classmethod
+    def resolve(cls, preset: Preset, variant_name: str) -> BuildTarget:
+        variant = preset.variant(variant_name)
+        return cls(preset, variant, resolve(preset, preset.variant(variant.built_from)), preset.built_dir(variant_name))
+
+    @property
+    def name(self) -> str:
+        return f"{self.preset.name}/{self.variant.name}"
+
+    def with_inputs(self, **inputs) -> BuildTarget:
+        """The source's fingerprint and `inputs`, as the manifest stores them (JSON round trip)."""
+        recorded = {"source": str(self.source), "source_sha256": source_fingerprint(self.source), **inputs}
+        return replace(self, inputs=json.loads(json.dumps(recorded)))
+
+    def up_to_date(self, force: bool, progress: Progress) -> bool:
+        if force or not up_to_date(self.directory, self.inputs):
+            return False
+        progress(f"{self.name}: up to date, skipped")
+        return True
 
 
 def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = None, force: bool = False,
                progress: Progress = log.info, evaluate: bool = True, strict: bool = True,
                full_ladder: bool = False) -> Path:
+    return _build_onnx(BuildTarget.resolve(preset, variant_name), recipe, force, progress, evaluate, strict, full_ladder)
+
+
+def _build_onnx(target: BuildTarget, recipe: OnnxRecipe | None, force: bool, progress: Progress, evaluate: bool,
+                strict: bool, full_ladder: bool) -> Path:
     """Build an ONNX Runtime variant of `preset` from the variant it is built from.
 
     A missed accuracy gate fails the build (nothing is published). With no explicit recipe, the
@@ -66,19 +91,16 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = No
     even when it misses a gate, recording the miss (the app shows it), measured in full. A built-in
     preset's rungs already rejected for the same source on this CPU class are not measured again
     (optimize/quantize/ladder_record.py) unless `full_ladder`, which measures all and records them."""
+    preset, variant_name = target.preset, target.variant.name
     cuda = providers()[0] == "CUDAExecutionProvider"
     ladder = [recipe] if recipe else cuda_ladder(preset.task) if cuda else recipe_ladder(
         preset.task, from_gguf=preset.task == "generation" and source_gguf(preset, variant_name) is not None)
     if not strict:
         ladder = ladder[:1]
-    variant = preset.variant(variant_name)
-    source = resolve(preset, preset.variant(variant.built_from))
-    target = preset.built_dir(variant_name)
-    inputs = json.loads(json.dumps({"source": str(source), "source_sha256": source_fingerprint(source),
-                                    "recipes": [asdict(r) for r in ladder], "cuda": cuda}))  # as the manifest stores it
-    if up_to_date(target, inputs) and not force:
-        progress(f"{preset.name}/{variant_name}: up to date, skipped")
-        return target
+    target = target.with_inputs(recipes=[asdict(r) for r in ladder], cuda=cuda)
+    if target.up_to_date(force, progress):
+        return target.directory
+    inputs = target.inputs
     rejected: list[dict] = []
     measured = evaluate and strict and not cuda  # only a gated CPU build's rejections are worth recording
     known = ladder_record.known_rejections(preset.name, variant_name, inputs["source_sha256"]) if measured else {}
@@ -88,39 +110,35 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = No
             if recorded and index < len(ladder) - 1:
                 rejected.append({**recorded, "missed": f"{recorded['missed']} (measured {recorded['recorded']}; "
                                                        "not measured again: `build --full-ladder`)"})
-                progress(f"{preset.name}/{variant_name}: skipping a recipe recorded as rejected for this source "
+                progress(f"{target.name}: skipping a recipe recorded as rejected for this source "
                          f"({recorded['recorded']}): {recorded['missed']}")
                 continue
             try:
-                built = _build_onnx_once(preset, variant_name, candidate, source, target, inputs, cuda, progress,
-                                         evaluate, strict, rejected, Path(shared))
+                built = _build_onnx_once(target, candidate, cuda, progress, evaluate, strict, rejected, Path(shared))
                 if measured and full_ladder:
-                    from optimize.publish.report import machine
-                    ladder_record.record(preset.name, variant_name, inputs["source_sha256"], rejected, machine()["cpu"])
+                    ladder_record.record(preset.name, variant_name, inputs["source_sha256"], rejected, cpu_name())
                 return built
             except (GateFailed, UnsupportedArchitecture) as error:  # missed its gates, or cannot apply here
                 if index == len(ladder) - 1:
                     raise
                 rejected.append({"recipe": asdict(candidate), "missed": str(error),
                                  "gates_missed": getattr(error, "missed", [])})
-                progress(f"{preset.name}/{variant_name}: {error} Trying the next recipe.")
+                progress(f"{target.name}: {error} Trying the next recipe.")
     raise AssertionError("unreachable")
 
 
-def _build_onnx_once(preset: Preset, variant_name: str, recipe: OnnxRecipe, source: Path, target: Path, inputs: dict,
-                     cuda: bool, progress: Progress, evaluate: bool, strict: bool, rejected: list[dict],
-                     shared: Path) -> Path:
-    variant = preset.variant(variant_name)
+def _build_onnx_once(target: BuildTarget, recipe: OnnxRecipe, cuda: bool, progress: Progress, evaluate: bool,
+                     strict: bool, rejected: list[dict], shared: Path) -> Path:
     steps = []
-    with atomic_dir(target) as staging:
+    with atomic_dir(target.directory) as staging:
         work = staging / "work"
         exact = False  # the graph carries its source's weights bit for bit and computes in fp32
         if recipe.exporter == "gguf-grid":
-            current, exact = _gguf_grid_steps(preset, variant_name, source, work, recipe, cuda, steps, progress)
+            current, exact = _gguf_grid_steps(target, work, recipe, cuda, steps, progress)
         elif recipe.exporter == "genai-builder":
-            with stage(progress, f"{preset.name}/{variant_name}: ONNX Runtime GenAI model builder (fused graph, "
+            with stage(progress, f"{target.name}: ONNX Runtime GenAI model builder (fused graph, "
                                  f"{'INT8 weights' if recipe.quantize else 'fp32'})"):
-                current, fp32_layers = genai_build(source, work / "genai", recipe, cuda)
+                current, fp32_layers = genai_build(target.source, work / "genai", recipe, cuda)
             weights = ("fp16" if cuda else f"MatMulNBits int{recipe.weight_only_bits} block {recipe.block_size}"
                        + (f", fp32 {' + '.join(recipe.keep_fp32)}" if recipe.keep_fp32 else "")
                        + (f", fp32 attention in the most INT8-sensitive layers {fp32_layers}" if fp32_layers else "")
@@ -128,7 +146,7 @@ def _build_onnx_once(preset: Preset, variant_name: str, recipe: OnnxRecipe, sour
                           if recipe.smooth_alpha else "") if recipe.quantize else "fp32")
             steps.append(f"export+fuse+quantize (onnxruntime-genai model builder: GroupQueryAttention, {weights})")
         else:
-            current = _optimum_steps(source, work, shared, preset, variant, recipe, cuda, steps, progress)
+            current = _optimum_steps(target, work, shared, recipe, cuda, steps, progress)
         if recipe.exporter != "optimum":
             add_logits_to_keep(current)
             steps.append("logits_to_keep input: the LM head runs on the last position only when decoding")
@@ -136,24 +154,22 @@ def _build_onnx_once(preset: Preset, variant_name: str, recipe: OnnxRecipe, sour
             if path.name.startswith(ONNX_FILE):  # copied out of the rungs' shared graphs, moved out of this one's
                 (shutil.copy if shared in path.parents else shutil.move)(path, staging / path.name)
         for name in KEEP_FILES:
-            if (source / name).exists():
-                shutil.copy(source / name, staging / name)
+            if (target.source / name).exists():
+                shutil.copy(target.source / name, staging / name)
         shutil.rmtree(work, ignore_errors=True)
         metrics = {}
         if evaluate:
             promise = "lossy" if recipe.quantize or (recipe.exporter == "gguf-grid" and not exact) else "exact"
-            metrics = _evaluate(preset, variant_name, staging, source, strict, progress, promise, weights_exact=exact)
+            metrics = _evaluate(target, staging, strict, progress, promise, weights_exact=exact)
         if rejected:
             metrics["rejected_recipes"] = rejected
             steps.append(f"(chosen after {len(rejected)} faster recipe(s) missed an accuracy gate)")
-        write_manifest(staging, source=f"{preset.name}/{variant.built_from}", steps=steps, metrics=metrics,
-                       inputs=inputs, size_bytes=size_bytes(staging), preset=preset.name, variant=variant_name)
-    progress(f"{preset.name}/{variant_name}: ready ({size_bytes(target) / 1e6:.1f} MB) {json.dumps(metrics)}")
-    return target
+        _write_manifest(target, staging, steps, metrics)
+    return _ready(target, metrics, progress)
 
 
-def _gguf_grid_steps(preset: Preset, variant_name: str, source: Path, work: Path, recipe: OnnxRecipe, cuda: bool,
-                     steps: list[str], progress: Progress) -> tuple[Path, bool]:
+def _gguf_grid_steps(target: BuildTarget, work: Path, recipe: OnnxRecipe, cuda: bool, steps: list[str],
+                     progress: Progress) -> tuple[Path, bool]:
     """The builder's fp32 graph, then every weight back on the source GGUF's grid (optimize/export/gguf_graft.py).
     Returns the model and whether it computes the source's model exactly (fp32 compute, level 0)."""
     from optimize.export import gguf_graft
@@ -161,9 +177,9 @@ def _gguf_grid_steps(preset: Preset, variant_name: str, source: Path, work: Path
 
     if cuda:
         raise ValueError("the gguf-grid recipe is CPU-only (MatMulNBits with a minimum term)")
-    gguf = gguf_graft.gguf_file(preset, variant_name)
-    progress(f"{preset.name}/{variant_name}: ONNX Runtime GenAI model builder (fp32), then {gguf.name}'s own weights")
-    current, _ = genai_build(source, work / "genai", OnnxRecipe(quantize=False, exporter="genai-builder"), cuda)
+    gguf = gguf_graft.gguf_file(target.preset, target.variant.name)
+    progress(f"{target.name}: ONNX Runtime GenAI model builder (fp32), then {gguf.name}'s own weights")
+    current, _ = genai_build(target.source, work / "genai", OnnxRecipe(quantize=False, exporter="genai-builder"), cuda)
     level = 4 if recipe.quantize else 0
     counts = gguf_graft.graft(current, read_grid(gguf), accuracy_level=level)
     requantized = counts.pop("re-quantized Q4_1")
@@ -174,12 +190,12 @@ def _gguf_grid_steps(preset: Preset, variant_name: str, source: Path, work: Path
     return current, level == 0 and not requantized
 
 
-def _optimum_steps(source: Path, work: Path, shared: Path, preset: Preset, variant, recipe: OnnxRecipe, cuda: bool,
-                   steps: list[str], progress: Progress) -> Path:
+def _optimum_steps(target: BuildTarget, work: Path, shared: Path, recipe: OnnxRecipe, cuda: bool, steps: list[str],
+                   progress: Progress) -> Path:
     """optimum export → ORT graph optimization → INT8 (CPU); returns the final model path."""
-    name = f"{preset.name}/{variant.name}"
-    current, graph_steps = _optimum_graph(source, shared / f"opset{recipe.opset}-level{recipe.optimization_level}",
-                                          preset, name, variant.built_from, recipe, cuda, progress)
+    name = target.name
+    current, graph_steps = _optimum_graph(target, shared / f"opset{recipe.opset}-level{recipe.optimization_level}",
+                                          recipe, cuda, progress)
     steps.extend(graph_steps)
     if recipe.quantize and not cuda and recipe.weight_only_bits:
         with stage(progress, f"{name}: weight-only INT{recipe.weight_only_bits} quantization"):
@@ -194,24 +210,24 @@ def _optimum_steps(source: Path, work: Path, shared: Path, preset: Preset, varia
     return current
 
 
-def _optimum_graph(source: Path, work: Path, preset: Preset, name: str, built_from: str, recipe: OnnxRecipe,
-                   cuda: bool, progress: Progress) -> tuple[Path, list[str]]:
+def _optimum_graph(target: BuildTarget, work: Path, recipe: OnnxRecipe, cuda: bool,
+                   progress: Progress) -> tuple[Path, list[str]]:
     """Export and graph optimization, and the faster of the two graphs: the same for every rung that
     differs only in what it quantizes, so a ladder makes it once (kept in `work` with its steps)."""
     record = work / "graph.json"
     if record.exists():
         made = json.loads(record.read_text())
         return Path(made["graph"]), made["steps"]
-    steps = []
-    with stage(progress, f"{name}: exporting {built_from} to ONNX"):
-        current = export(source, work / "export", preset.task, recipe.opset)
-    steps.append(f"export-onnx (optimum, task {EXPORT_TASKS[preset.task]})")
+    steps, name, task = [], target.name, target.preset.task
+    with stage(progress, f"{name}: exporting {target.variant.built_from} to ONNX"):
+        current = export(target.source, work / "export", task, recipe.opset)
+    steps.append(f"export-onnx (optimum, task {EXPORT_TASKS[task]})")
     if recipe.optimization_level:
         exported = current
         with stage(progress, f"{name}: ORT graph optimization level {recipe.optimization_level}"):
             current = graph_optimize(current.parent, work / "optimized", recipe.optimization_level, cuda)
         steps.append(f"graph-optimize (level {recipe.optimization_level}{', fp16' if cuda else ''})")
-        if preset.task == "qa" and not cuda:
+        if task == "qa" and not cuda:
             with stage(progress, f"{name}: timing the fused graph against ONNX Runtime's own load-time fusions"):
                 timings = graph_latency_ms({"fused": current, "load-time fusions only": exported})
             # fused only when clearly faster: within a few percent the pick was a coin toss, and the INT8
@@ -228,66 +244,65 @@ def _optimum_graph(source: Path, work: Path, preset: Preset, name: str, built_fr
 
 def build_assembled(preset: Preset, variant_name: str, force: bool = False, progress: Progress = log.info,
                     evaluate: bool = True, strict: bool = True) -> Path:
+    return _build_assembled(BuildTarget.resolve(preset, variant_name), force, progress, evaluate, strict)
+
+
+def _build_assembled(target: BuildTarget, force: bool, progress: Progress, evaluate: bool, strict: bool) -> Path:
     """A pruned decoder assembled from its baseline and a committed plan + recovery delta
     (optimize/prune/decoder.py): the recovered weights are data-dependent, but committing them
     whole would break the 150 MB cap, so only what training produced is committed."""
     from models.catalog import REPO_ROOT
     from optimize.prune.decoder import DELTA_FILE, PLAN_FILE, assemble
 
-    variant = preset.variant(variant_name)
+    variant = target.variant
     recipe_dir = REPO_ROOT / variant.recipe_dir
     if not (recipe_dir / DELTA_FILE).exists():
-        raise FileNotFoundError(f"No pruning plan at {variant.recipe_dir}; run `python -m optimize prune --task {preset.task}`.")
-    source = resolve(preset, preset.variant(variant.built_from))
-    target = preset.built_dir(variant_name)
-    inputs = {"source": str(source), "source_sha256": source_fingerprint(source),
-              "recipe_sha256": source_fingerprint(recipe_dir)}
-    if up_to_date(target, inputs) and not force:
-        progress(f"{preset.name}/{variant_name}: up to date, skipped")
-        return target
+        raise FileNotFoundError(f"No pruning plan at {variant.recipe_dir}; run `python -m optimize prune --task {target.preset.task}`.")
+    target = target.with_inputs(recipe_sha256=source_fingerprint(recipe_dir))
+    if target.up_to_date(force, progress):
+        return target.directory
     plan = json.loads((recipe_dir / PLAN_FILE).read_text())
-    with atomic_dir(target) as staging:
-        with stage(progress, f"{preset.name}/{variant_name}: assembling from {variant.built_from} + {variant.recipe_dir}"):
-            assemble(source, recipe_dir, staging)
-        metrics = {}
-        if evaluate:
-            metrics = _evaluate(preset, variant_name, staging, source, strict, progress, "pruned")
-        write_manifest(staging, source=f"{preset.name}/{variant.built_from} + {variant.recipe_dir}",
-                       steps=[f"drop layers {plan['dropped_layers']}", f"keep FFN neurons per layer: {plan['ffn_kept']}",
-                              "apply LoRA + norm recovery delta"],
-                       metrics=metrics, inputs=inputs, size_bytes=size_bytes(staging), preset=preset.name,
-                       variant=variant_name)
-    progress(f"{preset.name}/{variant_name}: ready ({size_bytes(target) / 1e6:.1f} MB) {json.dumps(metrics)}")
-    return target
+    with atomic_dir(target.directory) as staging:
+        with stage(progress, f"{target.name}: assembling from {variant.built_from} + {variant.recipe_dir}"):
+            assemble(target.source, recipe_dir, staging)
+        metrics = _evaluate(target, staging, strict, progress, "pruned") if evaluate else {}
+        _write_manifest(target, staging, [f"drop layers {plan['dropped_layers']}", f"keep FFN neurons per layer: {plan['ffn_kept']}",
+                                          "apply LoRA + norm recovery delta"], metrics,
+                        source=f"{target.preset.name}/{variant.built_from} + {variant.recipe_dir}")
+    return _ready(target, metrics, progress)
 
 
-def build_pruned(preset: Preset, variant_name: str, force: bool = False, progress: Progress = log.info,
-                 evaluate: bool = True, strict: bool = True) -> Path:
+def _build_pruned(target: BuildTarget, force: bool, progress: Progress, evaluate: bool, strict: bool) -> Path:
     """A user's model pruned and recovered by the build itself (`Variant.prune`: shares kept, recovery
     steps), then measured and gated as a `pruned` variant against its source."""
-    from optimize.prune import encoder
-    from optimize.train import distil_decoder
+    from optimize.train import distil_decoder, recover_qa
 
-    variant = preset.variant(variant_name)
-    source = resolve(preset, preset.variant(variant.built_from))
-    target = preset.built_dir(variant_name)
-    inputs = json.loads(json.dumps({"source": str(source), "source_sha256": source_fingerprint(source),
-                                    "prune": asdict(variant.prune)}))
-    if up_to_date(target, inputs) and not force:
-        progress(f"{preset.name}/{variant_name}: up to date, skipped")
-        return target
-    with atomic_dir(target) as staging:
-        with stage(progress, f"{preset.name}/{variant_name}: structured pruning of {variant.built_from}, then distillation"):
-            cut = (encoder if preset.task == "qa" else distil_decoder).prune_and_recover(source, staging, variant.prune, progress)
-        metrics = _evaluate(preset, variant_name, staging, source, strict, progress, "pruned") if evaluate else {}
+    variant = target.variant
+    target = target.with_inputs(prune=asdict(variant.prune))
+    if target.up_to_date(force, progress):
+        return target.directory
+    with atomic_dir(target.directory) as staging:
+        with stage(progress, f"{target.name}: structured pruning of {variant.built_from}, then distillation"):
+            recovery = recover_qa if target.preset.task == "qa" else distil_decoder
+            cut = recovery.prune_and_recover(target.source, staging, variant.prune, progress)
+        metrics = _evaluate(target, staging, strict, progress, "pruned") if evaluate else {}
         heads = f"{cut['heads_kept']}/{cut['heads']} heads and " if "heads" in cut else ""
         steps = [f"structured-prune: {heads}{cut['ffn_kept']}/{cut['ffn']} FFN neurons per layer, {cut['layers']} layers"
                  + (f" (dropped {cut['dropped_layers']})" if cut.get("dropped_layers") else ""),
                  f"distill from {variant.built_from} ({cut['recovery_steps']} steps)"]
-        write_manifest(staging, source=f"{preset.name}/{variant.built_from}", steps=steps, metrics=metrics, inputs=inputs,
-                       size_bytes=size_bytes(staging), preset=preset.name, variant=variant_name)
-    progress(f"{preset.name}/{variant_name}: ready ({size_bytes(target) / 1e6:.1f} MB) {json.dumps(metrics)}")
-    return target
+        _write_manifest(target, staging, steps, metrics)
+    return _ready(target, metrics, progress)
+
+
+def _write_manifest(target: BuildTarget, staging: Path, steps: list[str], metrics: dict, source: str = "") -> None:
+    write_manifest(staging, source=source or f"{target.preset.name}/{target.variant.built_from}", steps=steps,
+                   metrics=metrics, inputs=target.inputs, size_bytes=size_bytes(staging), preset=target.preset.name,
+                   variant=target.variant.name)
+
+
+def _ready(target: BuildTarget, metrics: dict, progress: Progress) -> Path:
+    progress(f"{target.name}: ready ({size_bytes(target.directory) / 1e6:.1f} MB) {json.dumps(metrics)}")
+    return target.directory
 
 
 def build_variant(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = None, force: bool = False,
@@ -296,13 +311,14 @@ def build_variant(preset: Preset, variant_name: str, recipe: OnnxRecipe | None =
     """Whatever building `variant_name` means: assemble a committed plan, prune a user's model, run
     the ONNX recipe ladder, or fetch/convert a source that is not built (resolve)."""
     variant = preset.variant(variant_name)
+    if not (variant.recipe_dir or variant.prune or variant.runtime == "onnxruntime"):
+        return resolve(preset, variant)
+    target = BuildTarget.resolve(preset, variant_name)
     if variant.recipe_dir:
-        return build_assembled(preset, variant_name, force, progress, evaluate, strict)
+        return _build_assembled(target, force, progress, evaluate, strict)
     if variant.prune:
-        return build_pruned(preset, variant_name, force, progress, evaluate, strict)
-    if variant.runtime == "onnxruntime":
-        return build_onnx(preset, variant_name, recipe, force, progress, evaluate, strict, full_ladder)
-    return resolve(preset, variant)
+        return _build_pruned(target, force, progress, evaluate, strict)
+    return _build_onnx(target, recipe, force, progress, evaluate, strict, full_ladder)
 
 
 def build_preset(preset: Preset, force: bool = False, progress: Progress = log.info, evaluate: bool = True,
@@ -334,31 +350,32 @@ def up_to_date(target: Path, inputs: dict) -> bool:
     return bool(existing) and existing.get("inputs") == inputs
 
 
-def _evaluate(preset: Preset, variant_name: str, staging: Path, source: Path, strict: bool, progress: Progress,
-              promise: str, weights_exact: bool = False) -> dict:
+def _evaluate(target: BuildTarget, staging: Path, strict: bool, progress: Progress, promise: str,
+              weights_exact: bool = False) -> dict:
     """`promise` (exact, lossy, pruned: optimize/evaluate/gates.py) decides which gate applies; it and a
     one-line summary of the gated measures go into the manifest for /variants and the app."""
+    from optimize.evaluate.accuracy import measure
     from optimize.evaluate.gates import promise_line
 
-    variant = preset.variant(variant_name)
-    with stage(progress, f"{preset.name}/{variant_name}: measuring accuracy against {variant.built_from} ({promise})"):
-        from optimize.evaluate.accuracy import measure
-        metrics = measure(preset, staging, variant_name, reference=source, promise=promise, stop_below_gate=strict)
+    preset, variant = target.preset, target.variant
+    with stage(progress, f"{target.name}: measuring accuracy against {variant.built_from} ({promise})"):
+        metrics = measure(preset, staging, variant.name, reference=target.source, promise=promise, stop_below_gate=strict)
     metrics["promise"] = promise
     if weights_exact:
         metrics["weights_exact"] = True
     metrics["summary"] = promise_line(preset.task, variant.runtime, metrics)
-    _gate(preset, variant_name, variant.runtime, metrics, strict, progress)
+    _gate(target, metrics, strict, progress)
     return metrics
 
 
-def _gate(preset: Preset, variant_name: str, runtime: str, metrics: dict, strict: bool, progress: Progress) -> None:
+def _gate(target: BuildTarget, metrics: dict, strict: bool, progress: Progress) -> None:
     """Strict (the default): a missed gate fails the build and nothing is published. Lenient
     (`--allow-missed-gates`): the miss is recorded in the manifest and shown by the app."""
-    missed = failures(preset.task, runtime, metrics)
+    task, runtime = target.preset.task, target.variant.runtime
+    missed = failures(task, runtime, metrics)
     if not missed:
         return
     metrics["gates_missed"] = missed
     if strict:
-        check(f"{preset.name}/{variant_name}", preset.task, runtime, metrics)
-    progress(f"{preset.name}/{variant_name}: WARNING missed accuracy gate: {'; '.join(missed)}")
+        check(target.name, task, runtime, metrics)
+    progress(f"{target.name}: WARNING missed accuracy gate: {'; '.join(missed)}")

@@ -1,6 +1,6 @@
 """What a build shows in the terminal: one progress bar per stage, and nothing per tensor.
 
-The app's first start builds every default variant in the background (10-15 minutes); its
+The app's first start builds every default variant in the background (minutes); its
 terminal is what a visitor watches meanwhile, so it shows stages and their times, not the
 quantizer's per-tensor lines.
 """

@@ -212,7 +212,7 @@ def test_a_rung_recorded_as_rejected_for_the_same_source_is_not_measured_again(t
     every rung again and rewrites the record with what it found."""
     from dataclasses import asdict
 
-    from optimize.build import source_fingerprint
+    from models.manifest import source_fingerprint
     from optimize.quantize import ladder_record
     from optimize.quantize.recipes import recipe_ladder
     from tests.tiny import tiny_preset
@@ -242,7 +242,6 @@ def test_a_ladder_record_for_other_source_weights_is_not_used_and_says_how_to_re
 
     record = tmp_path / "ladder_record.json"
     monkeypatch.setattr(ladder_record, "RECORD", record)
-    monkeypatch.setattr(ladder_record, "record_path", lambda preset_name: record)
     preset = PRESETS[0].name
     ladder_record.record(preset, "optimized", "old-sha", [{"recipe": {"quantize": True}, "missed": "F1 2.0 below"}], "a CPU")
     assert ladder_record.known_rejections(preset, "optimized", "old-sha")
@@ -254,13 +253,13 @@ def test_a_ladder_record_for_other_source_weights_is_not_used_and_says_how_to_re
 def test_a_committed_reference_measurement_is_read_instead_of_measuring_the_source(tiny_qa_dir, tmp_path, monkeypatch):
     """The defaults' source-side measures ship in optimize/evaluate/reference_record/ under the
     source's fingerprint: found there, the source is not loaded or measured; another source is."""
-    from optimize.build import source_fingerprint
-    from optimize.evaluate import accuracy
+    from models.manifest import source_fingerprint
+    from optimize.evaluate import records
 
-    monkeypatch.setattr(accuracy, "REFERENCE_RECORD", tmp_path / "record")
+    monkeypatch.setattr(records, "REFERENCE_RECORD", tmp_path / "record")
     (tmp_path / "record").mkdir()
     (tmp_path / "record" / f"probe-{source_fingerprint(tiny_qa_dir)[:16]}.json").write_text('{"recorded": true}')
     measured = []
-    assert accuracy.reference_cache(tiny_qa_dir, "probe", lambda: measured.append(1) or {}) == {"recorded": True}
-    assert accuracy.reference_cache(tmp_path / "record", "probe", lambda: measured.append(1) or {"fresh": 1}) == {"fresh": 1}
+    assert records.reference_cache(tiny_qa_dir, "probe", lambda: measured.append(1) or {}) == {"recorded": True}
+    assert records.reference_cache(tmp_path / "record", "probe", lambda: measured.append(1) or {"fresh": 1}) == {"fresh": 1}
     assert measured == [1]

@@ -112,11 +112,11 @@ def test_decoder_recovery_delta_reassembles_the_recovered_model(tmp_path):
     trainable = sum(p.numel() for p in student.parameters() if p.requires_grad)
     assert 0 < trainable < 0.2 * sum(p.numel() for p in student.parameters())
     losses = recover.recover(student, teacher, texts, tokenizer.pad_token_id or 0,
-                        recover.RecoveryConfig(steps=30, batch_size=2, learning_rate=1e-2))
+                        recover.DecoderRecoveryConfig(steps=30, batch_size=2, learning_rate=1e-2))
     assert losses[-1] < losses[0]  # distillation moves the student toward the teacher
     delta = recover.merge_lora(student)
     recover.add_lora(student, rank=2, alpha=4)  # a second round on top (a lent GPU distils longer)
-    recover.recover(student, teacher, texts, tokenizer.pad_token_id or 0, recover.RecoveryConfig(steps=5, batch_size=2, learning_rate=1e-2))
+    recover.recover(student, teacher, texts, tokenizer.pad_token_id or 0, recover.DecoderRecoveryConfig(steps=5, batch_size=2, learning_rate=1e-2))
     delta = decoder.stack_deltas(delta, recover.merge_lora(student))
     assert delta["layers.0.mlp.down_proj.lora_A"].shape[0] == 6
     decoder.save_recovery(tmp_path / "recipe", dropped, kept, delta, {"note": "test"})
@@ -142,7 +142,7 @@ def test_a_stopped_recovery_continues_from_its_checkpoint_to_the_same_weights(tm
     teacher = AutoModelForCausalLM.from_pretrained(baseline_dir).eval()
     texts = [tokenizer(t, return_tensors="pt").input_ids for t in
              ("the quick brown fox jumps over the lazy dog", "a pig built a house of sticks", "hello there friend")]
-    config = recover.RecoveryConfig(steps=7, batch_size=2, learning_rate=1e-2, checkpoint_every=2)
+    config = recover.DecoderRecoveryConfig(steps=7, batch_size=2, learning_rate=1e-2, checkpoint_every=2)
     dropped, kept = decoder.plan(*decoder.importance(teacher, texts), decoder.DecoderPruneConfig(layers_dropped=1, ffn_kept=64))
 
     def student(seed: int = 0):
@@ -166,7 +166,7 @@ def test_a_stopped_recovery_continues_from_its_checkpoint_to_the_same_weights(tm
     for (name, ours), (_, theirs) in zip(continued.named_parameters(), uninterrupted.named_parameters()):
         torch.testing.assert_close(ours, theirs, msg=name)
     with pytest.raises(ValueError, match="another recovery"):
-        recover.recover(student(), teacher, texts, 0, recover.RecoveryConfig(steps=9, batch_size=2), checkpoint=checkpoint)
+        recover.recover(student(), teacher, texts, 0, recover.DecoderRecoveryConfig(steps=9, batch_size=2), checkpoint=checkpoint)
 
 
 def test_fully_fine_tuned_decoder_is_committed_as_an_int8_delta_that_reassembles(tmp_path):
@@ -187,7 +187,7 @@ def test_fully_fine_tuned_decoder_is_committed_as_an_int8_delta_that_reassembles
     student.model.layers.requires_grad_(True)
     texts = [tokenizer(t, return_tensors="pt").input_ids for t in ("the pig built a house", "hello there friend")]
     losses = recover.recover(student, teacher, texts, tokenizer.pad_token_id or 0,
-                        recover.RecoveryConfig(steps=8, batch_size=2, learning_rate=1e-2, hidden_weight=1.0), kept_layers=[0, 2])
+                        recover.DecoderRecoveryConfig(steps=8, batch_size=2, learning_rate=1e-2, hidden_weight=1.0), kept_layers=[0, 2])
     assert losses[-1] < losses[0]  # KL plus the kept layers' hidden-state error falls
     delta = decoder.full_delta(student, pruned_weights)
     assert delta["layers.0.mlp.down_proj.delta_int8"].dtype == torch.int8
@@ -241,7 +241,7 @@ def test_globally_pruned_decoder_has_per_layer_widths_in_pytorch_and_onnx(tmp_pa
 
 def test_recovery_prompts_never_reuse_a_heldout_prompt_or_topic():
     from optimize.evaluate.heldout import PROMPTS
-    from optimize.train.recovery_prompts import TOPICS, prompts
+    from optimize.prompts import TOPICS, prompts
 
     chosen = prompts(["Who built the house of sticks?", "What is the Yuan dynasty?"], count=64)
     assert len(chosen) == len(set(chosen)) and "Who built the house of sticks?" in chosen
@@ -266,7 +266,7 @@ def _topic_words(chosen: list[str], templates) -> set[str]:
 def test_recovery_prompts_share_no_topic_word_with_the_instruction_set():
     """The instruction set gates a pruned model: what recovery distils on must not teach it."""
     from optimize.evaluate.instructions import load
-    from optimize.train.recovery_prompts import TEMPLATES, TOPICS, prompts
+    from optimize.prompts import TEMPLATES, TOPICS, prompts
 
     chosen = prompts([], count=640)
     added = _topic_words(chosen, TEMPLATES)
@@ -279,7 +279,7 @@ def test_format_prompts_share_no_topic_word_with_the_instruction_set():
     """The instruction set measures the pruned model; the format prompts that recovery distils on
     must not teach it: no prompt of the set, and no topic that shares a word with one."""
     from optimize.evaluate.instructions import load
-    from optimize.train.recovery_prompts import FORMAT_TEMPLATES, format_prompts
+    from optimize.prompts import FORMAT_TEMPLATES, format_prompts
 
     measured = [item["prompt"] for item in load()]
     chosen = format_prompts()

@@ -38,7 +38,7 @@ def test_split_is_by_article_and_disjoint():
 
 
 def test_answerability_auc_counts_ranks_and_ties():
-    from optimize.evaluate.answerability import roc_auc
+    from optimize.evaluate.squad_metrics import roc_auc
 
     assert roc_auc([3.0, 4.0], [1.0, 2.0]) == 1.0
     assert roc_auc([1.0, 2.0], [3.0, 4.0]) == 0.0

@@ -119,7 +119,8 @@ def test_a_stopped_pruning_recovery_prunes_the_same_way_and_continues_to_the_sam
     written for another recipe must be refused rather than continued."""
     import pytest
 
-    from optimize.prune.encoder import PruneConfig, RecoveryConfig, distil_loss_fn, load_baseline, pruned_copy
+    from optimize.prune.encoder import PruneConfig, load_baseline, pruned_copy
+    from optimize.train.recover_qa import EncoderRecoveryConfig, distil_loss_fn
     from optimize.train.loop import fit, seed_everything
     from tests.tiny import tiny_qa
 
@@ -135,7 +136,7 @@ def test_a_stopped_pruning_recovery_prunes_the_same_way_and_continues_to_the_sam
 
     def recover(model, **job):
         fit(model, features, tokenizer.pad_token_id, config, lambda epoch: 0.0,
-            distil_loss_fn(teacher, RecoveryConfig()), **job)
+            distil_loss_fn(teacher, EncoderRecoveryConfig()), **job)
         return model
 
     uninterrupted = recover(student()).state_dict()

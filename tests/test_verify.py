@@ -1,7 +1,7 @@
 """`python -m optimize verify` (issue 49): measured here with no record read, compared with the records."""
 import json
 
-from optimize.evaluate import accuracy
+from optimize.evaluate import records
 from optimize.verify import compare, no_records
 
 
@@ -19,14 +19,14 @@ def test_no_record_is_read_while_verifying(tmp_path, monkeypatch):
     source.mkdir()
     (source / "config.json").write_text("{}")
     name = "probe"
-    from optimize.build import source_fingerprint
+    from models.manifest import source_fingerprint
 
     record = tmp_path / "record"
     record.mkdir()
     (record / f"{name}-{source_fingerprint(source)[:16]}.json").write_text(json.dumps({"from": "record"}))
-    monkeypatch.setattr(accuracy, "REFERENCE_RECORD", record)
-    assert accuracy.reference_cache(source, name, lambda: {"from": "measured"}) == {"from": "record"}
+    monkeypatch.setattr(records, "REFERENCE_RECORD", record)
+    assert records.reference_cache(source, name, lambda: {"from": "measured"}) == {"from": "record"}
     with no_records():
-        assert accuracy.records_off()
-        assert accuracy.reference_cache(source, name, lambda: {"from": "measured"}) == {"from": "measured"}
-    assert not accuracy.records_off()
+        assert records.records_off()
+        assert records.reference_cache(source, name, lambda: {"from": "measured"}) == {"from": "measured"}
+    assert not records.records_off()

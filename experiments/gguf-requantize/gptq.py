@@ -58,7 +58,7 @@ def calibration_texts(count: int = CALIBRATION_TEXTS) -> list[str]:
     """Half reading-comprehension prompts over SQuAD training questions (dev articles 0-8: neither
     the validation nor the test articles), half the recovery set's instructions."""
     from optimize.evaluate import reading, squad
-    from optimize.train.recovery_prompts import TOPICS, prompts
+    from optimize.prompts import TOPICS, prompts
 
     data = [e for e in squad.examples(squad.load_articles(), squad.WIDE_VALIDATION.train) if e.answers]
     step = max(1, len(data) // (count // 2))

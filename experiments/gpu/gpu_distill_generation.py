@@ -65,7 +65,7 @@ def main(gguf: Path, work: Path, budget_s: float, resume: Path | None = None, te
     from optimize.evaluate.accuracy import heldout_paragraphs
     from optimize.prune import decoder
     from optimize.train import recover_decoder as recover
-    from optimize.train.recovery_prompts import format_prompts, prompts
+    from optimize.prompts import format_prompts, prompts
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     started = time.perf_counter()
@@ -110,7 +110,7 @@ def main(gguf: Path, work: Path, budget_s: float, resume: Path | None = None, te
             student.model.layers.requires_grad_(True)
         else:
             recover.add_lora(student, RANK, 2.0 * RANK)
-        recovery = recover.RecoveryConfig(steps=STEPS or 20, batch_size=32, learning_rate=LEARNING_RATE, rank=RANK, alpha=2.0 * RANK,
+        recovery = recover.DecoderRecoveryConfig(steps=STEPS or 20, batch_size=32, learning_rate=LEARNING_RATE, rank=RANK, alpha=2.0 * RANK,
                                      hidden_weight=HIDDEN_WEIGHT)
         kept_layers = [i for i in range(len(teacher.model.layers)) if i not in set(dropped)]
         if not STEPS:
@@ -135,7 +135,7 @@ def main(gguf: Path, work: Path, budget_s: float, resume: Path | None = None, te
                    "recovery": recovery.__dict__, "recovery_seconds": round(seconds), "device": torch.cuda.get_device_name(),
                    "recovery_data": ("SQuAD 2.0 training paragraphs (dev articles 0-11 and the train-head articles) as plain "
                                      "text and dev ones as chat turns, and the baseline's greedy answers to "
-                                     f"{len(asked)} training prompts (optimize/train/recovery_prompts.py"
+                                     f"{len(asked)} training prompts (optimize/prompts.py"
                                      + (", format_prompts included)" if with_formats else ")")),
                    "resumed_from": str(resume) if resume else None, "full_fine_tuning": FULL,
                    "kl_first_last": result["kl_first_last"]}

@@ -54,7 +54,7 @@ def main(minilm: Path, out: Path, budget_s: float) -> None:
                             learning_rate=1e-4, batch_size=32, answerable_first_epochs=0, null_fraction=1.0)
     try:
         pruned = prune_qa.run(baseline_dir, prune_qa.PruneConfig(heads_kept=10, ffn_kept=1280), pruned_config,
-                              prune_qa.RecoveryConfig(freeze_word_embeddings=True))
+                              prune_qa.DecoderRecoveryConfig(freeze_word_embeddings=True))
     except Exception as error:  # a gate miss leaves the staging folder: bring it back with the reason
         logging.exception("pruned: %s", error)
         pruned = {"error": str(error)}

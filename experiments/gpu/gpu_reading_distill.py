@@ -120,7 +120,7 @@ def main(args) -> None:
     from optimize.evaluate.intervals import paired_delta
     from optimize.prune import decoder
     from optimize.train import recover_decoder as recover
-    from optimize.train.recovery_prompts import format_prompts, prompts
+    from optimize.prompts import format_prompts, prompts
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     started = time.perf_counter()
@@ -196,7 +196,7 @@ def main(args) -> None:
                    "device": torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu",
                    "recovery_data": (f"the baseline's greedy answers to {len(reading_chats)} reading-comprehension prompts "
                                      "(optimize/evaluate/reading.PROMPT over SQuAD 1.1 training questions), to "
-                                     f"{len(general_chats)} broad prompts (optimize/train/recovery_prompts.py, format_prompts "
+                                     f"{len(general_chats)} broad prompts (optimize/prompts.py, format_prompts "
                                      f"included), and {len(plain)} SQuAD 1.1 training paragraphs; KL to the baseline's logits"),
                    "kl_first_last": summary["kl_first_last"],
                    "validation": {k: v for k, v in summary.items() if k in ("reading_f1", "perplexity", "reading_of_baseline_pct",

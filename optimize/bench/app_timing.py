@@ -54,7 +54,7 @@ T = TypeVar("T")
 def off_the_apps_cores(call: Callable[[], T], nice: int = CLIENT_NICE) -> T:
     """`call` on a thread at the lowest priority, its result or its error back here. A client beside
     the server on 2 cores takes their cycles while the server computes (the app's model times rose
-    1.6-2.1x with the client at normal priority); Linux nice is per thread and the threads a client
+    by more than half with the client at normal priority); Linux nice is per thread and the threads a client
     starts (gradio_client's) inherit it, so they stay low too."""
     out: list = []
 
@@ -193,7 +193,7 @@ def qa_against_the_app(url: str, tokens: int, rounds: int = 21) -> dict[str, flo
     """Each QA variant's app / in-process model-time ratio at ~`tokens` tokens, the in-process side in
     this process: run it in a fresh one (`python -m optimize.bench.app_timing URL TOKENS`), as a test
     process's own threads and settings would time its models, not the app's. 21 rounds: the median of
-    9 pairs for the 13-20 ms `pruned-optimized` wandered by ±0.05 between runs (a CI run read 1.16)."""
+    9 pairs wandered too much for the shortest model (docs/measurements.md)."""
     import httpx
 
     from models.catalog import default_preset

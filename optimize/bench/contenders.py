@@ -65,9 +65,8 @@ def llama_cpp_contender(gguf: Path, tokenizer) -> Iterator[dict[str, Callable[[s
     cleared before every round. It runs in a process of its own, as users run it: llama.cpp's CPU
     backend meets at an OpenMP barrier after every op, and in this process it shares PyTorch's
     libgomp, which stops spin-waiting once the process holds more OpenMP threads than cores (the
-    model thread's team plus the caller's). In-process it decoded at 57-94 tok/s against ~160 in a
-    process of its own (2026-11-23, 2 cores); PyTorch and ONNX Runtime contenders measured the same
-    either way. A context manager so that a bench run loads the GGUF once for every measurement
+    model thread's team plus the caller's). In-process it decoded far slower than in a process of its
+    own (docs/measurements.md); PyTorch and ONNX Runtime contenders measured the same either way. A context manager so that a bench run loads the GGUF once for every measurement
     (timing and greedy agreement) and ends the process when they are done; without
     llama-cpp-python it yields no contender."""
     import importlib.util

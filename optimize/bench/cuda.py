@@ -26,9 +26,9 @@ from models.catalog import Task, default_preset
 from models.reports import REPORTS_DIR
 from models.runners import Runner, load_qa_config, load_runner, torch_device
 from models.timing import percentile, timed_rounds
+from optimize.bench.cuda_tables import EAGER, markdown
 
 log = logging.getLogger(__name__)
-EAGER = "PyTorch fp32 eager (baseline weights)"
 SOURCE_OF = {"baseline": "baseline", "optimized": "baseline", "pruned": "pruned", "pruned-optimized": "pruned"}
 
 
@@ -222,7 +222,6 @@ def run_task(task: Task, config: CudaBenchConfig) -> dict:
         record["agreement"] = generation_agreement(runners, sources, config)
     config.out.mkdir(parents=True, exist_ok=True)
     (config.out / f"{task}-cuda.json").write_text(json.dumps(record, indent=1, default=str))
-    from optimize.bench.cuda_tables import markdown
 
     (config.out / f"{task}-cuda.md").write_text(markdown(record))
     return record

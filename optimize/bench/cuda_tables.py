@@ -1,7 +1,7 @@
 """reports/qa-cuda.md and reports/generation-cuda.md from a `bench-cuda` record (optimize/bench/cuda.py)."""
 from __future__ import annotations
 
-from optimize.bench.cuda import EAGER
+EAGER = "PyTorch fp32 eager (baseline weights)"  # the row every CUDA row is compared with
 
 QA_PROMISE = ("FP16 promises the same model as its fp32 CPU source: the same answer on at least 98 % of "
               "validation questions (interval shown) and SQuAD 2.0 F1 within 1 point")

@@ -58,13 +58,14 @@ def run(args: argparse.Namespace) -> int:
 
 def _build_model(args) -> int:
     """`build --model`: write the preset into the user catalog, build its four variants, say what each became."""
-    from models.catalog import PruneSpec
+    from models.catalog import PRESETS, PruneSpec
     from models.user_presets import add_preset, catalog_path
     from optimize.build import build_preset
 
     spec = PruneSpec(heads_kept=args.heads_kept, ffn_kept=args.ffn_kept, layers_dropped=args.layers_dropped,
                      recovery_steps=args.recovery_steps, data=args.data)
-    added = add_preset(args.model, args.task, args.name, args.revision, spec, args.reading_questions)
+    added = add_preset(args.model, args.task, args.name, args.revision, spec, args.reading_questions,
+                       built_in=[preset.name for preset in PRESETS])
     print(f"preset '{added.name}' written to {catalog_path()}")
     outcome = build_preset(added, force=args.force, evaluate=not args.no_eval, strict=not args.allow_missed_gates)
     for variant, result in outcome.items():

@@ -56,7 +56,7 @@ def _generation(args: argparse.Namespace) -> int:
     result = recover_decoder.run(
         decoder.DecoderPruneConfig(layers_dropped=args.layers_dropped, ffn_kept=args.ffn_kept or 1536,
                                    ffn_pruned_share=args.ffn_pruned_share),
-        recover_decoder.RecoveryConfig(steps=args.steps, learning_rate=args.learning_rate or 1e-3, threads=args.threads),
+        recover_decoder.DecoderRecoveryConfig(steps=args.steps, learning_rate=args.learning_rate or 1e-3, threads=args.threads),
         args.output or Path("weights/generation-smollm2-pruned"), measure_before=not args.skip_before,
         stop_after=args.stop_after)
     if "stopped_at_step" in result:
@@ -69,7 +69,8 @@ def _generation(args: argparse.Namespace) -> int:
 
 def _qa(args: argparse.Namespace) -> int:
     from optimize.evaluate.gates import GateFailed
-    from optimize.prune.encoder import PruneConfig, RecoveryConfig
+    from optimize.prune.encoder import PruneConfig
+    from optimize.train.recover_qa import EncoderRecoveryConfig
     from optimize.train.finetune_qa import TrainConfig, save_compact
     from optimize.train.recover_qa import run as prune_run
 
@@ -84,7 +85,7 @@ def _qa(args: argparse.Namespace) -> int:
     try:
         result = prune_run(args.baseline, PruneConfig(heads_kept=args.heads_kept, ffn_kept=args.ffn_kept or 1024,
                                                       layers_dropped=args.qa_layers_dropped),
-                           config, RecoveryConfig(freeze_word_embeddings=args.freeze_word_embeddings),
+                           config, EncoderRecoveryConfig(freeze_word_embeddings=args.freeze_word_embeddings),
                            train_share=args.train_share, stop_after=args.stop_after)
     except GateFailed as error:
         print(f"error: {error}", file=sys.stderr)

@@ -13,7 +13,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from optimize.prune.sweep_decoder import run as sweep
+    from optimize.train.sweep_decoder import run as sweep
 
     sweep()
     return 0

@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from optimize.prune import sweep_encoder
+    from optimize.train import sweep_encoder
     from optimize.train.finetune_qa import TrainConfig
 
     config = TrainConfig()

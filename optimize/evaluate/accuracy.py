@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,7 +24,9 @@ from models.runners import Runner, load_runner
 from optimize.evaluate import instructions, reading, squad
 from optimize.evaluate import squad_metrics as evaluate_qa
 from optimize.evaluate.gates import AgreementBelowGate, AgreementGuard, Gates
+from optimize.evaluate.continuations import batched_torch_continuations
 from optimize.evaluate.heldout import PROMPTS
+from optimize.evaluate.records import content_key, records_off, reference_cache, training_record  # noqa: F401 - also read from here
 from optimize.evaluate.intervals import paired_delta, paired_ratio
 from optimize.evaluate.squad_metrics import HeldOut
 
@@ -82,7 +83,7 @@ def greedy_continuations(runner: Runner, batch_size: int = 16) -> list[torch.Ten
     """The runner's greedy continuation of each held-out prompt, prompt included, ending at its
     first end-of-turn token as `runner.generate` does. PyTorch decodes the prompts in left-padded
     batches: on two cores a 135M decoder reads its weights once per step for the whole batch, so the
-    reference side of a clean build takes ~30 s instead of ~3 minutes, with the same tokens
+    reference side of a clean build takes a fraction of the time, with the same tokens
     (tests/test_build.py checks this against one prompt at a time)."""
     if runner.runtime != "torch":
         out = []
@@ -91,15 +92,6 @@ def greedy_continuations(runner: Runner, batch_size: int = 16) -> list[torch.Ten
             out.append(runner.generate(ids, CONTINUATION_TOKENS)[:, : ids.shape[1] + CONTINUATION_TOKENS])
         return out
     return batched_torch_continuations(runner, list(PROMPTS), CONTINUATION_TOKENS, batch_size)
-
-
-def batched_torch_continuations(runner: Runner, prompts: list[str], new_tokens: int, batch_size: int) -> list[torch.Tensor]:
-    from optimize.train.recover_decoder import greedy_answers
-
-    stops = runner.model.generation_config.eos_token_id
-    stops = set(stops if isinstance(stops, list) else [stops if stops is not None else runner.tokenizer.eos_token_id])
-    pad_id = runner.tokenizer.eos_token_id if runner.tokenizer.eos_token_id is not None else 0
-    return greedy_answers(runner.model, runner.tokenizer, prompts, new_tokens, batch_size, stops, pad_id)
 
 
 def logits(runner: Runner, input_ids: torch.Tensor) -> torch.Tensor:
@@ -270,22 +262,6 @@ def _prompts_key() -> str:
     return content_key([PROMPTS, CONTINUATION_TOKENS])
 
 
-def content_key(value) -> str:
-    """A short hash of JSON-able inputs, for a reference-cache entry that depends on them."""
-    import hashlib
-    import json
-
-    return hashlib.sha256(json.dumps(value).encode()).hexdigest()[:12]
-
-
-def training_record(source: Path) -> dict | None:
-    """A source's training.json, parsed once for every caller that needs it; None for a Hub model."""
-    import json
-
-    training = Path(source) / "training.json"
-    return json.loads(training.read_text()) if training.exists() else None
-
-
 def threshold_split(source: Path) -> squad.ArticleSplit:
     """Where a QA variant tunes its null threshold: the four articles before the test ones (1,563
     questions, as the default models' training does; one article of 364 decided a threshold that
@@ -300,41 +276,6 @@ def split_of(training: dict | None) -> squad.ArticleSplit:
     if split and set(split["train"]) & set(squad.WIDE_VALIDATION.validation):
         return squad.ArticleSplit(tuple(split["train"]), tuple(split["validation"]), tuple(split["test"]))
     return squad.WIDE_VALIDATION
-
-
-REFERENCE_RECORD = Path(__file__).with_name("reference_record")
-
-
-def records_off() -> bool:
-    """SHOWDOWN_NO_RECORDS=1 (`python -m optimize verify`): no committed or cached record is read;
-    everything is measured on this machine."""
-    return os.environ.get("SHOWDOWN_NO_RECORDS") == "1"
-
-
-def reference_cache(source: Path, kind: str, compute) -> dict:
-    """The reference side of a comparison depends only on the source's weights: computed once per
-    source fingerprint and reused by every variant built from it (builds of 4 variants share 2).
-    The default presets' sources were measured once and are committed in `reference_record/` (the
-    same files, copied from `<artifacts>/reference-cache/`), so a fresh machine's first build
-    measures only its variants (issue 29); any other source is measured here."""
-    import json
-
-    from models.catalog import artifacts_root
-    from optimize.build import source_fingerprint
-
-    name = f"{kind}-{source_fingerprint(source)[:16]}.json"
-    path = artifacts_root() / "reference-cache" / name
-    if records_off():  # `optimize verify`: measured here, kept apart from the records
-        path = artifacts_root() / "verify-cache" / name
-    for known in (path,) if records_off() else (path, REFERENCE_RECORD / name):
-        if known.exists():
-            return json.loads(known.read_text())
-    value = compute()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f"{path.name}.{os.getpid()}")  # a build stopped mid-write leaves no half-written cache
-    partial.write_text(json.dumps(value))
-    partial.replace(path)
-    return value
 
 
 def measure(preset: Preset, directory: Path, variant_name: str, reference: Path, promise: str,

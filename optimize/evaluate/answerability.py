@@ -13,21 +13,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
-
-def roc_auc(positive: list[float], negative: list[float]) -> float:
-    """Probability that a random positive scores above a random negative (ties count half)."""
-    values = np.concatenate([np.asarray(positive, float), np.asarray(negative, float)])
-    order = values.argsort(kind="mergesort")
-    ranks = np.empty(len(values))
-    ranks[order] = np.arange(1, len(values) + 1)
-    for value in np.unique(values):  # average ranks of ties
-        tied = values == value
-        ranks[tied] = ranks[tied].mean()
-    n_pos, n_neg = len(positive), len(negative)
-    return float((ranks[:n_pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
-
 
 def run(models: tuple[Path, ...] = (Path("weights/qa-minilm-squad2"), Path("weights/qa-minilm-squad2-pruned"))) -> list[dict]:
     import torch
@@ -35,10 +20,11 @@ def run(models: tuple[Path, ...] = (Path("weights/qa-minilm-squad2"), Path("weig
 
     from models.reports import save_rows
     from models.runners import load_qa_config
+    from models.timing import forward_ms
     from optimize.evaluate import squad
 
-    from optimize.evaluate.accuracy import split_of, training_record
-    from optimize.prune.sweep_encoder import forward_ms
+    from optimize.evaluate.accuracy import split_of
+    from optimize.evaluate.records import training_record
 
     articles = squad.load_articles()
     rows = []

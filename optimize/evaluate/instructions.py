@@ -67,7 +67,7 @@ def greedy_texts(runner, prompts: list[str], new_tokens: int, batch_size: int = 
     tokens in left-padded batches: minutes less per PyTorch variant on two cores
     (tests/test_instructions.py checks the texts against the app's path); ONNX ones one by one."""
     from models import generation
-    from optimize.evaluate.accuracy import batched_torch_continuations
+    from optimize.evaluate.continuations import batched_torch_continuations
 
     asked = [generation.validate(prompt, new_tokens)[0] for prompt in prompts]
     if runner.runtime != "torch":

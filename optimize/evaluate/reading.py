@@ -1,8 +1,8 @@
 """Reading comprehension for a decoder: it answers SQuAD questions about a paragraph it is given,
 scored with the project's SQuAD F1 (issue 26).
 
-Why: a 60-prompt instruction set cannot gate anything (one prompt is 1.7 % of the score, its
-sampling error about ±6 %); 2,115 answerable questions over 374 paragraphs no generation model saw can, and
+Why: a 60-prompt instruction set cannot gate anything (one prompt moves its score visibly, and its
+sampling error is wide); 2,115 answerable questions over 374 paragraphs no generation model saw can, and
 each answer is checked against SQuAD's human answers, with no judge model. A fixed chat prompt,
 greedy decoding through the app's own path, a short answer. Per-question F1 is kept so that a
 delta against a source gets a paired-bootstrap interval (optimize/evaluate/intervals.py).
@@ -13,7 +13,7 @@ caching of a repeated context) and prefills only the question; a PyTorch model d
 batches. SmolLM2-135M answers in sentences ("The largest city of Poland is Warsaw."), so its F1
 is low in absolute terms; what a gate reads is the paired difference to its source.
 
-The record: 2,115 questions take 15-30 minutes per PyTorch variant on 2 cores, and a build's outputs are the
+The record: 2,115 questions take many minutes per PyTorch variant on 2 cores, and a build's outputs are the
 same bytes on every rebuild from the same sources. Each measured model is recorded by the sha256 of
 its files and the question set (`reading_record.json` beside this file for the built-in presets,
 committed; `<artifacts>/reading-record.json` for yours), so a fresh machine's first build measures
@@ -65,12 +65,9 @@ def recorded(preset_name: str, directory: Path, load: Callable[[], object], limi
     """The reading-comprehension score of the model in `directory` ({"reading_f1", "questions",
     "per_question"}, plus "recorded": when and where, if it came from the record): measured with
     `load()`'s runner only when these exact files were never measured on this set (or `measure_again`)."""
-    from optimize.build import source_fingerprint
-    from models.machine import isa
-    from optimize.publish.report import machine
-    from optimize.quantize.ladder_record import record_path
-
-    from optimize.evaluate.accuracy import records_off
+    from models.machine import cpu_name, isa
+    from models.manifest import source_fingerprint
+    from optimize.evaluate.records import record_path, records_off
 
     data = questions(limit)
     if records_off():  # `optimize verify`: measured here and not written into the record
@@ -83,7 +80,7 @@ def recorded(preset_name: str, directory: Path, load: Callable[[], object], limi
         return {"reading_f1": entry["reading_f1"], "questions": len(data), "recorded": entry["measured"],
                 "per_question": dict(zip((e.id for e in data), entry["per_question"]))}
     result = measure(load(), data)
-    entries[key] = {"model": f"{preset_name}/{Path(directory).name.removesuffix('.partial')}", "measured": f"{date.today()}, {machine()['cpu']} ({isa()})",
+    entries[key] = {"model": f"{preset_name}/{Path(directory).name.removesuffix('.partial')}", "measured": f"{date.today()}, {cpu_name()} ({isa()})",
                     "reading_f1": result["reading_f1"], "per_question": [round(result["per_question"][e.id], 4) for e in data]}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(dict(sorted(entries.items())), indent=1) + "\n")

@@ -237,3 +237,25 @@ def best_threshold(data: list[Example], spans: dict[str, str], margins: dict[str
             best_value, best = current, margins[qid]
     # answer when margin > threshold: step just below the last admitted margin
     return best - 1e-6 if best != float("inf") else 1e9
+
+
+def collate(batch: list[dict], pad_id: int, device: str = "cpu") -> dict:
+    """Training features (token ids, segment ids, span labels) as one right-padded batch of tensors,
+    for training and for the pruning plan's calibration alike."""
+    import torch
+
+    length = max(len(f["input_ids"]) for f in batch)
+    input_ids = torch.full((len(batch), length), pad_id, dtype=torch.long)
+    token_type_ids = torch.zeros((len(batch), length), dtype=torch.long)
+    attention_mask = torch.zeros((len(batch), length), dtype=torch.long)
+    for row, feature in enumerate(batch):
+        n = len(feature["input_ids"])
+        input_ids[row, :n] = torch.as_tensor(feature["input_ids"])
+        token_type_ids[row, :n] = torch.as_tensor(feature["token_type_ids"])
+        attention_mask[row, :n] = 1
+    tensors = {
+        "input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
+        "start_positions": torch.tensor([f["start_positions"] for f in batch]),
+        "end_positions": torch.tensor([f["end_positions"] for f in batch]),
+    }
+    return {name: tensor.to(device) for name, tensor in tensors.items()}

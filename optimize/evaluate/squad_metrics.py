@@ -12,7 +12,6 @@ from models import answerability
 from models.qa import QAConfig, postprocess, preprocess
 from models.runners import torch_qa_logits
 from optimize.evaluate import squad
-from optimize.evaluate.answerability import roc_auc
 
 Forward = Callable[[dict[str, np.ndarray]], tuple[np.ndarray, np.ndarray]]
 
@@ -140,3 +139,16 @@ def span_agreement(spans: dict[str, str], reference: dict[str, str]) -> float:
     """Share of answerable held-out questions on which two models pick the same forced span (the
     null decision is left out: a threshold flip at margin ≈ 0 is not a different model)."""
     return 100 * sum(spans[q] == reference[q] for q in reference) / max(len(reference), 1)
+
+
+def roc_auc(positive: list[float], negative: list[float]) -> float:
+    """Probability that a random positive scores above a random negative (ties count half)."""
+    values = np.concatenate([np.asarray(positive, float), np.asarray(negative, float)])
+    order = values.argsort(kind="mergesort")
+    ranks = np.empty(len(values))
+    ranks[order] = np.arange(1, len(values) + 1)
+    for value in np.unique(values):  # average ranks of ties
+        tied = values == value
+        ranks[tied] = ranks[tied].mean()
+    n_pos, n_neg = len(positive), len(negative)
+    return float((ranks[:n_pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))

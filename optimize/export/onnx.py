@@ -178,7 +178,7 @@ def graph_optimize(onnx_dir: Path, output: Path, level: int, cuda: bool) -> Path
 # the fused graph must be this much faster to be kept. The two measured 1-3 % apart on this CPU, and a 3 %
 # tie let a loaded CI machine flip the pick: the INT8 rungs quantize whichever graph was kept, so the shipped
 # `optimized` answered one unanswerable seed question differently from run to run. A choice that changes
-# the model must not rest on noise: only a clear win (the 12-head fused Attention won by 6 % unloaded) counts.
+# the model must not rest on noise: only a clear win counts (docs/measurements.md).
 GRAPH_TIE = 0.10
 GRAPH_TIMING_SHAPES = ((1, 384), (2, 384), (1, 128))  # (windows, tokens): one full window, a long context, a short one
 
@@ -187,8 +187,8 @@ def graph_latency_ms(graphs: dict[str, Path], shapes: tuple[tuple[int, int], ...
                      rounds: int = 20) -> dict[str, float]:
     """Summed median latency over `shapes` per encoder graph, rounds interleaved, with the serving
     session options. Why measure per build: which one wins depends on the model and the thread
-    settings (no spinning: the fused Attention won on the 12-head MiniLM, 34.1 vs 36.4 ms, and lost
-    on the 4-head pruned one, 13.2 vs 11.8 ms; with 100 µs spinning they tied at 9.8 ms). Why several
+    settings (the fused Attention won on the 12-head MiniLM and lost on the 4-head pruned one with no
+    spinning, and they tied with bounded spinning: docs/measurements.md). Why several
     shapes: visitors paste contexts of every length, and a choice made on one 384-token window said
     nothing about two windows or a short question (issue 31)."""
     import numpy as np

@@ -7,7 +7,7 @@ calibration tokens: a layer that barely turns the residual stream can go. FFN ne
 is mean |silu(gate) · up| times the L2 norm of its down-projection column. Recovery data is text
 the project has offline: Wikipedia paragraphs of the SQuAD *training* articles (the held-out
 perplexity uses the test articles) and the baseline's own greedy answers to a training prompt
-set (optimize/train/recovery_prompts.py), the kind of text the agreement gate measures on; neurons
+set (optimize/prompts.py), the kind of text the agreement gate measures on; neurons
 are ranked on those answers too.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Structured pruning of a QA encoder (BERT, RoBERTa, DistilBERT, ELECTRA, ALBERT, DeBERTa-v2:
 optimize/prune/encoder_layout.py): attention heads and FFN neurons, ranked on calibration windows
-from the training articles, removed for real (smaller dense matrices, no masks in the graph), then
-recovered by distillation from the unpruned model.
+from the training articles, removed for real (smaller dense matrices, no masks in the graph). The
+recovery by distillation from the unpruned model lives in optimize/train/recover_qa.py.
 
 Importance (why these): a head's importance is the accumulated |d loss / d head_mask| (Michel et
 al., 2019), normalised per layer; an FFN neuron's is its mean |activation| times the L2 norm of
@@ -15,14 +15,13 @@ import inspect
 import logging
 import random
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import nn
 
+from optimize.evaluate.squad import collate
 from optimize.prune.encoder_layout import encoder_layers, head_count, layout, module, set_module
 from optimize.prune.slicing import select_columns, select_rows
-from optimize.train.loop import collate
 
 log = logging.getLogger("optimize.prune.encoder")
 
@@ -139,37 +138,6 @@ def drop_layers(model, features: list[dict], pad_id: int, config: PruneConfig):
     return model
 
 
-def distillation_loss(student_out, teacher_out, batch, temperature: float, alpha: float) -> torch.Tensor:
-    """alpha × KL(teacher || student) on start and end logits at temperature T, (1 − alpha) × labels."""
-    kl = nn.KLDivLoss(reduction="batchmean")
-    soft = 0.0
-    for name in ("start_logits", "end_logits"):
-        mask = batch["attention_mask"] == 0
-        student_logits = getattr(student_out, name).masked_fill(mask, -1e4)
-        teacher_logits = getattr(teacher_out, name).masked_fill(mask, -1e4)
-        soft = soft + kl(torch.log_softmax(student_logits / temperature, -1),
-                         torch.softmax(teacher_logits / temperature, -1)) * temperature**2 / 2
-    return alpha * soft + (1 - alpha) * student_out.loss
-
-
-@dataclass(frozen=True)
-class RecoveryConfig:
-    temperature: float = 2.0
-    alpha: float = 0.7  # weight of the teacher's soft targets vs the labels
-    freeze_word_embeddings: bool = False  # keep the baseline's: a GPU trip back then carries them once
-
-
-def distil_loss_fn(teacher, recovery: RecoveryConfig):
-    """The student's loss against the frozen teacher on the same batch (inputs the model takes)."""
-    def loss_fn(model, batch):
-        batch = model_inputs(model, batch)
-        with torch.inference_mode():
-            teacher_out = teacher(**{k: v for k, v in batch.items() if not k.endswith("_positions")})
-        teacher_out.start_logits, teacher_out.end_logits = teacher_out.start_logits.clone(), teacher_out.end_logits.clone()
-        return distillation_loss(model(**batch), teacher_out, batch, recovery.temperature, recovery.alpha)
-    return loss_fn
-
-
 def load_baseline(path):
     from transformers import AutoModelForQuestionAnswering
     return AutoModelForQuestionAnswering.from_pretrained(path, dtype=torch.float32, attn_implementation="eager")
@@ -179,36 +147,3 @@ def pruned_copy(baseline_dir, features, pad_id, config: PruneConfig):
     model = load_baseline(baseline_dir)
     head_importance, ffn_importance = importance(model, features, pad_id, config)
     return drop_layers(prune(model, head_importance, ffn_importance, config), features, pad_id, config)
-
-
-def prune_and_recover(baseline_dir: Path, output: Path, spec, progress=log.info) -> dict:
-    """A user's model (`spec`: models.catalog.PruneSpec, shares of heads and FFN neurons kept):
-    prune it, distil it from itself for `spec.recovery_steps` steps on the shared training articles
-    (or `spec.data`), save it to `output`. The build measures and gates it afterwards, as every variant."""
-    from transformers import AutoTokenizer
-
-    from optimize.evaluate import squad
-    from optimize.train.finetune_qa import TrainConfig, training_examples, training_features
-    from optimize.train.loop import fit, seed_everything
-
-    train_config = TrainConfig(output=output, epochs=1, answerable_first_epochs=0, warmup_ratio=0.1,
-                               **({"data": Path(spec.data), "extra_data": ()} if spec.data else {}))
-    seed_everything(train_config.seed)
-    tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
-    examples = training_examples(train_config, squad.load_articles(train_config.data))
-    # one epoch is exactly the recovery budget: the schedule warms up and decays within it
-    examples = random.Random(train_config.seed).sample(examples, min(len(examples), spec.recovery_steps * train_config.batch_size))
-    features = training_features(tokenizer, examples, train_config.qa)
-    teacher = load_baseline(baseline_dir).eval()
-    heads, ffn = head_count(teacher), module(encoder_layers(teacher)[0], layout(teacher).ffn_out).in_features
-    heads_kept = heads if layout(teacher).heads_fixed else max(1, round(spec.heads_kept * heads))
-    config = PruneConfig(heads_kept=heads_kept, ffn_kept=max(1, round(spec.ffn_kept * ffn)),
-                         layers_dropped=spec.layers_dropped)
-    progress(f"pruning to {config.heads_kept}/{heads} heads, {config.ffn_kept}/{ffn} FFN neurons per layer, "
-             f"{config.layers_dropped} layers dropped; recovering for {spec.recovery_steps} steps")
-    student = pruned_copy(baseline_dir, features, tokenizer.pad_token_id, config)
-    fit(student, features, tokenizer.pad_token_id, train_config, lambda epoch: 0.0, distil_loss_fn(teacher, RecoveryConfig()))
-    student.eval().save_pretrained(output)
-    tokenizer.save_pretrained(output)
-    return {"heads_kept": config.heads_kept, "heads": heads, "ffn_kept": config.ffn_kept, "ffn": ffn,
-            "layers": student.config.to_dict().get(layout(student).layers_key), "recovery_steps": spec.recovery_steps}

@@ -1,8 +1,8 @@
 """Which decoder layers' attention projections to keep in fp32 when the rest go INT8.
 
-MatMulNBits at accuracy level 4 (blocks of 16) on every attention projection of SmolLM2 cost
-~0.5 points of greedy agreement (97.8% vs 98.1% with attention fp32, 64 held-out prompts), but the
-fp32 attention weights are 106 of the 241 MB read per token. The error adds up layer by layer
+MatMulNBits at accuracy level 4 (blocks of 16) on every attention projection of SmolLM2 costs
+greedy agreement, but fp32 attention weights are almost half the bytes read per token
+(docs/measurements.md). The error adds up layer by layer
 (the sum of the per-layer KLs matched the all-layer KL), so one layer at a time is emulated in
 PyTorch — weights and activations rounded to int8 per block of 16, as the kernel does — and the
 layers whose emulated error moves the next-token distribution most (KL on the model's own
@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 BLOCK = 16
-CALIBRATION_PROMPTS = 4  # on the pruned SmolLM2, 4 prompts chose the same layers as 8 or 24 (25 s vs 44 s)
+CALIBRATION_PROMPTS = 4  # on the pruned SmolLM2, as few chose the same layers as 8 or 24, in half the time
 CONTINUATION_TOKENS = 16
 
 
@@ -27,7 +27,7 @@ def fake_int8(x: torch.Tensor, block: int = BLOCK) -> torch.Tensor:
 def attention_sensitivity(model, tokenizer) -> list[float]:
     """Per layer, the mean KL(fp32 ‖ that layer's attention emulated in INT8) per token."""
     from models.generation import preprocess
-    from optimize.train.recovery_prompts import TOPICS, prompts
+    from optimize.prompts import TOPICS, prompts
 
     sequences = []
     with torch.inference_mode():

@@ -1,6 +1,6 @@
 """`python -m optimize deploy-space --space ORG/NAME --hub-prefix ORG/NAME`: upload the app to a
 Hugging Face Space that serves the variants `python -m optimize push` wrote, so the Space
-downloads them on start instead of rebuilding them (10–15 minutes) every time it restarts.
+downloads them on start instead of rebuilding them (minutes of CPU) every time it restarts.
 
 The GitHub workflow (.github/workflows/deploy-space.yml) is a thin shell over `run`; it installs
 only huggingface_hub, so this module imports nothing heavier. Without a token or a Space name it

@@ -1,6 +1,6 @@
 """Recipe rungs already measured and rejected, so a build does not spend minutes measuring them again.
 The built-in presets' record is committed with the project (a fresh machine's first build skips
-~3 of its ~16 minutes on 2 cores: issue 29); a user preset's lives with its artifacts.
+those minutes: issue 29); a user preset's lives with its artifacts.
 
 A recorded rejection is reused only for the same preset and variant, the same source weights
 (sha256), the same recipe and the same instruction-set class of CPU (the INT8 kernels differ by it).
@@ -15,16 +15,10 @@ from datetime import date
 from pathlib import Path
 
 from models.machine import isa
+from optimize.evaluate.records import record_path
 
 RECORD = Path(__file__).with_name("ladder_record.json")
 log = logging.getLogger(__name__)
-
-
-def record_path(preset_name: str, committed: Path = RECORD, user_file: str = "ladder-record.json") -> Path:
-    """A built-in preset's record is `committed` with the project; a user preset's lives with its artifacts."""
-    from models.catalog import PRESETS, artifacts_root
-
-    return committed if preset_name in {p.name for p in PRESETS} else artifacts_root() / user_file
 
 
 def _key(preset_name: str, variant_name: str) -> str:
@@ -37,7 +31,7 @@ def _read(path: Path) -> dict:
 
 def known_rejections(preset_name: str, variant_name: str, source_sha256: str) -> dict[str, dict]:
     """Recorded rejected rungs for this source on this CPU class, by canonical recipe JSON."""
-    entry = _read(record_path(preset_name)).get(_key(preset_name, variant_name))
+    entry = _read(record_path(preset_name, RECORD, "ladder-record.json")).get(_key(preset_name, variant_name))
     if not entry:
         return {}
     if entry["source_sha256"] != source_sha256:  # the source was retrained after the record
@@ -49,7 +43,7 @@ def known_rejections(preset_name: str, variant_name: str, source_sha256: str) ->
 
 
 def record(preset_name: str, variant_name: str, source_sha256: str, rejected: list[dict], cpu: str) -> None:
-    path = record_path(preset_name)
+    path = record_path(preset_name, RECORD, "ladder-record.json")
     entries = _read(path)
     entries[_key(preset_name, variant_name)] = {"source_sha256": source_sha256, "measured": f"{date.today()}, {cpu} ({isa()})",
                                                 "rejected": [r for r in rejected if "recorded" not in r]}

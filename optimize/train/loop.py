@@ -2,8 +2,8 @@
 dynamic padding, AdamW with linear warm-up and decay, and checkpoints that survive a stop.
 
 Checkpoints come in two sizes. The full one (weights, AdamW moments, schedule, RNGs) lives under
-the artifacts root and continues a run exactly. The compact one (fp16 weights, schedule, RNGs:
-~45 MB) is small enough to commit, so a CPU run of several hours can span sessions whose
+the artifacts root and continues a run exactly. The compact one (fp16 weights, schedule, RNGs)
+is small enough to commit, so a CPU run of several hours can span sessions whose
 artifacts are wiped: a run resumed from it restarts AdamW's moments and ramps the learning rate
 back up over `REWARM_STEPS` steps (fresh moments make Adam's first steps sign-like and large).
 """
@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+
+from optimize.evaluate.squad import collate
 
 if TYPE_CHECKING:
     from optimize.train.finetune_qa import TrainConfig
@@ -55,24 +57,6 @@ def batches(features: list[dict], batch_size: int, rng: random.Random) -> list[l
         out.extend([[features[i] for i in chunk[b:b + batch_size]] for b in range(0, len(chunk), batch_size)])
     rng.shuffle(out)
     return out
-
-
-def collate(batch: list[dict], pad_id: int, device: str = "cpu") -> dict[str, torch.Tensor]:
-    length = max(len(f["input_ids"]) for f in batch)
-    input_ids = torch.full((len(batch), length), pad_id, dtype=torch.long)
-    token_type_ids = torch.zeros((len(batch), length), dtype=torch.long)
-    attention_mask = torch.zeros((len(batch), length), dtype=torch.long)
-    for row, feature in enumerate(batch):
-        n = len(feature["input_ids"])
-        input_ids[row, :n] = torch.as_tensor(feature["input_ids"])
-        token_type_ids[row, :n] = torch.as_tensor(feature["token_type_ids"])
-        attention_mask[row, :n] = 1
-    tensors = {
-        "input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
-        "start_positions": torch.tensor([f["start_positions"] for f in batch]),
-        "end_positions": torch.tensor([f["end_positions"] for f in batch]),
-    }
-    return {name: tensor.to(device) for name, tensor in tensors.items()}
 
 
 def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
@@ -219,7 +203,7 @@ def _resume(path: Path, key: dict, model, optimizer, scheduler, state: dict | No
 
 def export_compact(checkpoint: Path, target: Path) -> Path:
     """The committable form of a full checkpoint: fp16 weights, schedule, RNGs and progress, no
-    AdamW moments (~45 MB for MiniLM-L6 instead of ~270 MB)."""
+    AdamW moments (a sixth of a full checkpoint's bytes)."""
     payload = torch.load(checkpoint, weights_only=False)
     payload.pop("optimizer")
     payload["model"] = {name: tensor.half() if tensor.is_floating_point() else tensor

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from optimize.evaluate.continuations import greedy_answers
 from optimize.prune.decoder import DecoderPruneConfig, ffn_widths, importance, plan, prune_with_plan, save_recovery
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ def merge_lora(model) -> dict[str, torch.Tensor]:
 
 
 @dataclass(frozen=True)
-class RecoveryConfig:
+class DecoderRecoveryConfig:
     steps: int = 300
     batch_size: int = 4
     learning_rate: float = 1e-3
@@ -125,40 +126,6 @@ def recovery_texts(tokenizer, max_tokens: int) -> list[torch.Tensor]:
     return texts
 
 
-def left_padded_prompts(tokenizer, prompts: list[str], pad_id: int) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
-    """Chat-template prompts as one left-padded batch, so that every answer starts at the same column."""
-    from models.generation import preprocess
-
-    batch = [preprocess(tokenizer, p)[0] for p in prompts]
-    length = max(len(ids) for ids in batch)
-    ids = torch.full((len(batch), length), pad_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for row, prompt_ids in enumerate(batch):
-        ids[row, length - len(prompt_ids):], mask[row, length - len(prompt_ids):] = prompt_ids, 1
-    return batch, ids, mask
-
-
-def greedy_answers(model, tokenizer, prompts: list[str], new_tokens: int, batch_size: int, stops: set[int],
-                   pad_id: int, bf16_on_cuda: bool = False, progress: str | None = None) -> list[torch.Tensor]:
-    """Each prompt's greedy answer as a user turn, prompt included (1×L), cut after its first stop
-    token. Left-padded batches: on two cores a 135M decoder reads its weights once per step for the
-    whole batch (tests check the tokens against one prompt at a time)."""
-    out = []
-    on_gpu_bf16 = bf16_on_cuda and model.device.type == "cuda"
-    for start in range(0, len(prompts), batch_size):
-        batch, ids, mask = left_padded_prompts(tokenizer, prompts[start: start + batch_size], pad_id)
-        with torch.inference_mode(), torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=on_gpu_bf16):
-            generated = model.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
-                                       max_new_tokens=new_tokens, do_sample=False, use_cache=True, pad_token_id=pad_id).cpu()
-        for row, prompt_ids in enumerate(batch):
-            answer = generated[row, ids.shape[1]:]
-            ends = [i for i, token in enumerate(answer.tolist()) if token in stops]
-            out.append(torch.cat([prompt_ids, answer[: ends[0] + 1] if ends else answer])[None])
-        if progress:
-            log.info("%s %d/%d", progress, min(start + batch_size, len(prompts)), len(prompts))
-    return out
-
-
 def teacher_chats(teacher, tokenizer, prompts: list[str], new_tokens: int = 48, batch_size: int = 32) -> list[torch.Tensor]:
     """The teacher's greedy answer to each prompt as a user turn, prompt included (1×L each):
     the distribution the generation gate measures on, with none of its held-out prompts."""
@@ -168,12 +135,12 @@ def teacher_chats(teacher, tokenizer, prompts: list[str], new_tokens: int = 48, 
 
 
 def teacher_chat_set(teacher, tokenizer, baseline_dir: Path) -> list[torch.Tensor]:
-    """The teacher's answers to optimize/train/recovery_prompts.py, cached per baseline fingerprint and
-    prompt list in artifacts/reference-cache (generating 640 answers takes ~3.5 minutes on 2 cores):
+    """The teacher's answers to optimize/prompts.py, cached per baseline fingerprint and
+    prompt list in artifacts/reference-cache (generating the answers takes minutes on 2 cores):
     a changed prompt set is answered again, never served from the old one's cache."""
     from optimize.evaluate import squad
-    from optimize.evaluate.accuracy import content_key, reference_cache
-    from optimize.train.recovery_prompts import prompts
+    from optimize.evaluate.records import content_key, reference_cache
+    from optimize.prompts import prompts
 
     questions = [e.question for e in squad.examples(squad.load_articles(), squad.ArticleSplit().train) if e.answers]
     asked = prompts(questions)
@@ -204,7 +171,7 @@ def hidden_state_loss(student_states, teacher_states, kept_layers: list[int], ke
     return torch.stack(errors).mean()
 
 
-def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: RecoveryConfig,
+def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: DecoderRecoveryConfig,
             kept_layers: list[int] | None = None, checkpoint: Path | None = None,
             stop_after: int | None = None) -> list[float]:
     """KL(teacher || student) over every real token (plus hidden_state_loss when
@@ -271,7 +238,7 @@ def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: Re
     return losses
 
 
-def _save_checkpoint(path: Path, config: RecoveryConfig, step: int, trainable: dict, optimizer, schedule, rng,
+def _save_checkpoint(path: Path, config: DecoderRecoveryConfig, step: int, trainable: dict, optimizer, schedule, rng,
                      losses: list[float], seconds: float) -> None:
     state = {"step": step, "config": config.resumable_key(), "params": {n: p.detach().clone() for n, p in trainable.items()},
              "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(), "rng": rng.getstate(),
@@ -282,7 +249,7 @@ def _save_checkpoint(path: Path, config: RecoveryConfig, step: int, trainable: d
     partial.replace(path)
 
 
-def _resume(path: Path, config: RecoveryConfig, trainable: dict, optimizer, schedule, rng,
+def _resume(path: Path, config: DecoderRecoveryConfig, trainable: dict, optimizer, schedule, rng,
             losses: list[float]) -> tuple[int, float]:
     """Load a checkpoint into the run's state; the step to continue from (0: none there) and the
     training seconds that got there."""
@@ -326,7 +293,7 @@ def recovery_job_files(output: Path) -> tuple[Path, Path]:
     return folder / "checkpoint.pt", folder / "recovery.log"
 
 
-def run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig,
+def run(prune_config: DecoderPruneConfig, recovery_config: DecoderRecoveryConfig,
         output: Path = Path("weights/generation-smollm2-pruned"), measure_before: bool = True,
         stop_after: int | None = None) -> dict:
     """Rank, prune, recover, measure; write the plan and the delta (not the weights) to `output`.
@@ -346,7 +313,7 @@ def run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig,
         handler.close()
 
 
-def _run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig, output: Path, measure_before: bool,
+def _run(prune_config: DecoderPruneConfig, recovery_config: DecoderRecoveryConfig, output: Path, measure_before: bool,
          stop_after: int | None, checkpoint: Path) -> dict:
     import json
     import random
@@ -397,7 +364,7 @@ def _run(prune_config: DecoderPruneConfig, recovery_config: RecoveryConfig, outp
         "layer_influence": [round(float(v), 5) for v in influence],
         "prune": prune_config.__dict__, "recovery": recovery_config.__dict__,
         "recovery_data": ("SQuAD 2.0 training articles (0-11): paragraphs as plain text and as chat turns, and the "
-                          "baseline's greedy answers to 640 training prompts (optimize/train/recovery_prompts.py)"),
+                          "baseline's greedy answers to 640 training prompts (optimize/prompts.py)"),
         "calibration_data": "the baseline's greedy answers to training prompts",
         "recovery_seconds": round(earlier_s + time.perf_counter() - started),  # every run of a resumed job
         "kl_first_last": [round(sum(losses[:20]) / 20, 4), round(sum(losses[-20:]) / 20, 4)] if losses else None,

@@ -1,5 +1,6 @@
-"""`python -m optimize prune --task qa`: prune the QA baseline (optimize/prune/encoder.py) and
-recover the student by distillation from the unpruned model, as a resumable job.
+"""Recovery of a pruned QA encoder by distillation from the unpruned model: `python -m optimize prune
+--task qa` prunes the QA baseline (optimize/prune/encoder.py) and recovers it as a resumable job;
+`prune_and_recover` does the same, briefly, for a user's model inside `optimize build`.
 
 On 2 cores a recovery on the whole SQuAD 1.1 training set takes hours (a teacher forward pass and
 a student training step per batch), so it runs like `train-qa`: checkpoints under the artifacts
@@ -13,22 +14,91 @@ import json
 import logging
 import random
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch import nn
 
-from optimize.prune.encoder import PruneConfig, RecoveryConfig, distil_loss_fn, load_baseline, pruned_copy
+from optimize.prune.encoder import PruneConfig, load_baseline, model_inputs, pruned_copy
 
 log = logging.getLogger(__name__)
 
 
-def run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: RecoveryConfig = RecoveryConfig(),
+def distillation_loss(student_out, teacher_out, batch, temperature: float, alpha: float) -> torch.Tensor:
+    """alpha × KL(teacher || student) on start and end logits at temperature T, (1 − alpha) × labels."""
+    kl = nn.KLDivLoss(reduction="batchmean")
+    soft = 0.0
+    for name in ("start_logits", "end_logits"):
+        mask = batch["attention_mask"] == 0
+        student_logits = getattr(student_out, name).masked_fill(mask, -1e4)
+        teacher_logits = getattr(teacher_out, name).masked_fill(mask, -1e4)
+        soft = soft + kl(torch.log_softmax(student_logits / temperature, -1),
+                         torch.softmax(teacher_logits / temperature, -1)) * temperature**2 / 2
+    return alpha * soft + (1 - alpha) * student_out.loss
+
+
+@dataclass(frozen=True)
+class EncoderRecoveryConfig:
+    temperature: float = 2.0
+    alpha: float = 0.7  # weight of the teacher's soft targets vs the labels
+    freeze_word_embeddings: bool = False  # keep the baseline's: a GPU trip back then carries them once
+
+
+def distil_loss_fn(teacher, recovery: EncoderRecoveryConfig):
+    """The student's loss against the frozen teacher on the same batch (inputs the model takes)."""
+    def loss_fn(model, batch):
+        batch = model_inputs(model, batch)
+        with torch.inference_mode():
+            teacher_out = teacher(**{k: v for k, v in batch.items() if not k.endswith("_positions")})
+        teacher_out.start_logits, teacher_out.end_logits = teacher_out.start_logits.clone(), teacher_out.end_logits.clone()
+        return distillation_loss(model(**batch), teacher_out, batch, recovery.temperature, recovery.alpha)
+    return loss_fn
+
+
+def prune_and_recover(baseline_dir: Path, output: Path, spec, progress=log.info) -> dict:
+    """A user's model (`spec`: models.catalog.PruneSpec, shares of heads and FFN neurons kept):
+    prune it, distil it from itself for `spec.recovery_steps` steps on the shared training articles
+    (or `spec.data`), save it to `output`. The build measures and gates it afterwards, as every variant."""
+    from transformers import AutoTokenizer
+
+    from optimize.evaluate import squad
+    from optimize.prune.encoder import PruneConfig, encoder_layers, head_count, layout, module
+    from optimize.train.finetune_qa import TrainConfig, training_examples, training_features
+    from optimize.train.loop import fit, seed_everything
+
+    train_config = TrainConfig(output=output, epochs=1, answerable_first_epochs=0, warmup_ratio=0.1,
+                               **({"data": Path(spec.data), "extra_data": ()} if spec.data else {}))
+    seed_everything(train_config.seed)
+    tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
+    examples = training_examples(train_config, squad.load_articles(train_config.data))
+    # one epoch is exactly the recovery budget: the schedule warms up and decays within it
+    examples = random.Random(train_config.seed).sample(examples, min(len(examples), spec.recovery_steps * train_config.batch_size))
+    features = training_features(tokenizer, examples, train_config.qa)
+    teacher = load_baseline(baseline_dir).eval()
+    heads, ffn = head_count(teacher), module(encoder_layers(teacher)[0], layout(teacher).ffn_out).in_features
+    heads_kept = heads if layout(teacher).heads_fixed else max(1, round(spec.heads_kept * heads))
+    config = PruneConfig(heads_kept=heads_kept, ffn_kept=max(1, round(spec.ffn_kept * ffn)),
+                         layers_dropped=spec.layers_dropped)
+    progress(f"pruning to {config.heads_kept}/{heads} heads, {config.ffn_kept}/{ffn} FFN neurons per layer, "
+             f"{config.layers_dropped} layers dropped; recovering for {spec.recovery_steps} steps")
+    student = pruned_copy(baseline_dir, features, tokenizer.pad_token_id, config)
+    fit(student, features, tokenizer.pad_token_id, train_config, lambda epoch: 0.0, distil_loss_fn(teacher, EncoderRecoveryConfig()))
+    student.eval().save_pretrained(output)
+    tokenizer.save_pretrained(output)
+    return {"heads_kept": config.heads_kept, "heads": heads, "ffn_kept": config.ffn_kept, "ffn": ffn,
+            "layers": student.config.to_dict().get(layout(student).layers_key), "recovery_steps": spec.recovery_steps}
+
+
+def run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: EncoderRecoveryConfig | None = None,
         train_share: float = 1.0, stop_after: int | None = None) -> dict:
     """Prune the baseline, recover on the training articles, score the held-out articles, publish
     when gated. Returns {"stopped": True, ...} when stopped early (the same call continues)."""
     from dataclasses import replace
 
     from optimize.train.finetune_qa import compact_file, resumable_job
+
+    recovery = recovery or EncoderRecoveryConfig()
 
     published = Path(train_config.output)
     with resumable_job(published) as checkpoint:
@@ -43,7 +113,7 @@ def run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: R
     return result
 
 
-def _run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: RecoveryConfig, train_share: float,
+def _run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: EncoderRecoveryConfig, train_share: float,
          stop_after: int | None, checkpoint: Path) -> dict:
     from transformers import AutoTokenizer
 

@@ -12,13 +12,11 @@ PyTorch fp32 (median of repeated runs, all configs in one process). Writes repor
 from __future__ import annotations
 
 import copy
-import statistics
-import time
 from pathlib import Path
 
-import torch
 
 from models.reports import save_rows
+from models.timing import forward_ms
 from optimize.evaluate import squad
 from optimize.evaluate.squad_metrics import evaluate_model
 from optimize.prune.encoder import PruneConfig, drop_layers, importance, load_baseline, prune
@@ -26,18 +24,6 @@ from optimize.train.finetune_qa import TrainConfig, training_features
 
 GRID = ((12, 1536, 0), (10, 1280, 0), (8, 1024, 0), (6, 1536, 0), (12, 768, 0), (6, 768, 0), (4, 512, 0), (3, 384, 0),
         (2, 256, 0), (12, 1536, 2), (12, 1536, 3), (8, 1024, 1), (8, 1024, 2), (6, 1024, 1), (6, 768, 1))
-
-
-def forward_ms(model, repeats: int = 15) -> float:
-    inputs = {"input_ids": torch.randint(1000, 2000, (1, 384)), "attention_mask": torch.ones(1, 384, dtype=torch.long)}
-    times = []
-    with torch.inference_mode():
-        for index in range(repeats + 3):
-            started = time.perf_counter()
-            model(**inputs)
-            if index >= 3:
-                times.append(1e3 * (time.perf_counter() - started))
-    return statistics.median(times)
 
 
 def run(baseline_dir: Path = Path("weights/qa-minilm-squad2"), config: TrainConfig = TrainConfig()) -> list[dict]:

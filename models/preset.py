@@ -1,0 +1,87 @@
+"""What a preset and its variants are: the dataclasses the catalog (models/catalog.py) and the user's
+own presets (models/user_presets.py) are written in, and where built variants live.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from models.errors import InputError
+
+Task = Literal["qa", "generation"]
+Runtime = Literal["torch", "onnxruntime"]
+VARIANTS = ("baseline", "optimized", "pruned", "pruned-optimized")
+# one colour per variant wherever it is drawn: the app's live charts and the reports' plots
+VARIANT_COLORS = {"baseline": "#e45756", "optimized": "#4c78a8", "pruned": "#f58518", "pruned-optimized": "#54a24b"}
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def artifacts_root() -> Path:
+    """Built variants; override with SHOWDOWN_ARTIFACTS (tests point it at a temporary folder)."""
+    return Path(os.environ.get("SHOWDOWN_ARTIFACTS", REPO_ROOT / "artifacts"))
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a variant's weights come from."""
+
+    kind: Literal["local", "hub", "package", "built"]
+    location: str = ""  # local path (relative to the repo), Hub repo id, or "package/relative/file"
+    revision: str | None = None
+    subfolder: str = ""
+
+
+@dataclass(frozen=True)
+class PruneSpec:
+    """How the build cuts a `pruned` variant from its baseline (a user's model; the defaults commit theirs)."""
+
+    heads_kept: float = 0.67  # share of attention heads kept, the same number in every layer
+    ffn_kept: float = 0.67  # share of FFN neurons kept per layer
+    layers_dropped: int = 0  # whole layers removed, those whose absence costs the least
+    recovery_steps: int = 300  # distillation steps from the baseline on the shared SQuAD training articles
+    data: str | None = None  # your own SQuAD-format JSON instead
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # one of VARIANTS
+    runtime: Runtime
+    source: Source
+    built_from: str | None = None  # the variant this one is built from
+    steps: tuple[str, ...] = ()  # build steps, e.g. ("export", "graph-optimize", "quantize-int8")
+    how_to_build: str = ""
+    recipe_dir: str = ""  # committed pruning plan + recovery delta that the build assembles from
+    prune: PruneSpec | None = None  # the build prunes and recovers it from `built_from` (optimize/prune/)
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    task: Task
+    title: str
+    variants: tuple[Variant, ...]
+    default: bool = False
+    notes: str = ""
+    fetch_on_start: bool = False  # the background build downloads its Hub variants (a Space's pushed repos)
+    reading_questions: int | None = None  # generation: held-out questions its reading comprehension is measured on (None: all)
+
+    def variant(self, name: str) -> Variant:
+        for variant in self.variants:
+            if variant.name == name:
+                return variant
+        raise InputError(f"Unknown variant '{name}' for {self.title}; choose one of {', '.join(v.name for v in self.variants)}.")
+
+    def built_dir(self, variant: str) -> Path:
+        return artifacts_root() / self.name / variant
+
+
+OPTIMIZE_STEPS = ("export-onnx", "graph-optimize", "quantize-dynamic-int8 (CPU) / fp16 (CUDA)")
+
+
+def optimized_variant(preset: str, task: str, built_from: str = "baseline", name: str = "optimized") -> Variant:
+    return Variant(
+        name=name, runtime="onnxruntime", source=Source("built"), built_from=built_from, steps=OPTIMIZE_STEPS,
+        how_to_build=f"python -m optimize build --task {task} --preset {preset} --variant {name}",
+    )

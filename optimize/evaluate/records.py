@@ -1,0 +1,63 @@
+"""Records a fresh machine reads instead of measuring again, and the keys that make a changed
+input miss them (ARCHITECTURE.md, "Records"): the reference side of every comparison, per source
+fingerprint; where a preset's records live; `SHOWDOWN_NO_RECORDS=1` to read none."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from models.catalog import PRESETS, artifacts_root
+from models.manifest import source_fingerprint
+
+
+def record_path(preset_name: str, committed: Path, user_file: str) -> Path:
+    """A built-in preset's record is `committed` with the project; a user preset's lives with its artifacts."""
+    return committed if preset_name in {p.name for p in PRESETS} else artifacts_root() / user_file
+
+
+def content_key(value) -> str:
+    """A short hash of JSON-able inputs, for a reference-cache entry that depends on them."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(value).encode()).hexdigest()[:12]
+
+
+def training_record(source: Path) -> dict | None:
+    """A source's training.json, parsed once for every caller that needs it; None for a Hub model."""
+    import json
+
+    training = Path(source) / "training.json"
+    return json.loads(training.read_text()) if training.exists() else None
+
+
+REFERENCE_RECORD = Path(__file__).with_name("reference_record")
+
+
+def records_off() -> bool:
+    """SHOWDOWN_NO_RECORDS=1 (`python -m optimize verify`): no committed or cached record is read;
+    everything is measured on this machine."""
+    return os.environ.get("SHOWDOWN_NO_RECORDS") == "1"
+
+
+def reference_cache(source: Path, kind: str, compute) -> dict:
+    """The reference side of a comparison depends only on the source's weights: computed once per
+    source fingerprint and reused by every variant built from it (builds of 4 variants share 2).
+    The default presets' sources were measured once and are committed in `reference_record/` (the
+    same files, copied from `<artifacts>/reference-cache/`), so a fresh machine's first build
+    measures only its variants (issue 29); any other source is measured here."""
+    import json
+
+    name = f"{kind}-{source_fingerprint(source)[:16]}.json"
+    path = artifacts_root() / "reference-cache" / name
+    if records_off():  # `optimize verify`: measured here, kept apart from the records
+        path = artifacts_root() / "verify-cache" / name
+    for known in (path,) if records_off() else (path, REFERENCE_RECORD / name):
+        if known.exists():
+            return json.loads(known.read_text())
+    value = compute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}")  # a build stopped mid-write leaves no half-written cache
+    partial.write_text(json.dumps(value))
+    partial.replace(path)
+    return value
