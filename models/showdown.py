@@ -149,6 +149,8 @@ class Showdown:
             if "reference_perplexity" in reference:
                 return {"agreement_pct": 100.0, "perplexity": reference["reference_perplexity"], "note": "reference",
                         **({"instruction_pct": reference["reference_instruction_pct"]} if "reference_instruction_pct" in reference else {}),
+                        **({"instruction_recorded": reference["reference_instruction_recorded"]}
+                           if "reference_instruction_recorded" in reference else {}),
                         **({"reading_f1": reference["reference_reading_f1"], "reading_questions": reference["reading_questions"],
                             "reading_f1_ci95": reference["reference_reading_f1_ci95"]} if "reference_reading_f1_ci95" in reference else {}),
                         **({"reading_recorded": reference["reference_reading_recorded"]}

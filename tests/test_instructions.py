@@ -44,3 +44,36 @@ def test_pytorch_variants_are_scored_on_the_apps_own_answers(tmp_path):
     for item in items:
         app = generation.generate(runner, item["prompt"], item.get("max_new_tokens", instructions.SHORT_ANSWER_TOKENS))
         assert scored["answers"][item["id"]]["text"] == app["text"], item["id"]
+
+
+def test_a_models_score_is_recorded_once_then_read_and_marked_as_read_and_verify_measures_again(tmp_path, monkeypatch):
+    """The same files give the same greedy answers: a user preset's score is measured once, written
+    to `<artifacts>/instruction-record.json` with the day and CPU, read (and said to be read) the
+    next time; changed files or `optimize verify` (no record read) measure again."""
+    from datetime import date
+
+    from models.runners import load_runner
+    from optimize.evaluate import instructions
+    from optimize.verify import no_records
+    from tests.tiny import tiny_llama
+
+    monkeypatch.setenv("SHOWDOWN_ARTIFACTS", str(tmp_path / "artifacts"))
+    items = instructions.load()[:3]
+    monkeypatch.setattr(instructions, "load", lambda path=None: items)
+    model = tiny_llama(tmp_path / "yours", init_range=0.2)
+    loads = []
+
+    def load():
+        loads.append(1)
+        return load_runner("generation", "baseline", "torch", model)
+
+    first = instructions.recorded("tiny-yours", model, load)
+    assert "recorded" not in first and set(first["passed_by_prompt"]) == {item["id"] for item in items}
+    assert (tmp_path / "artifacts" / "instruction-record.json").exists()
+    again = instructions.recorded("tiny-yours", model, load)
+    assert again["recorded"].startswith(str(date.today())) and len(loads) == 1
+    assert {k: again[k] for k in first} == first
+    with no_records():
+        assert "recorded" not in instructions.recorded("tiny-yours", model, load) and len(loads) == 2
+    (model / "extra.json").write_text("{}")  # other files: another model
+    assert "recorded" not in instructions.recorded("tiny-yours", model, load) and len(loads) == 3

@@ -81,7 +81,9 @@ def accuracy_text(accuracy: dict, runtime: str = "onnxruntime") -> str:
         if "instruction_pct" in accuracy:
             share = (f" ({accuracy['instruction_of_baseline_pct']:.0f} % of baseline's)"
                      if "instruction_of_baseline_pct" in accuracy else "")
-            parts.append(f"instruction set {accuracy['instruction_pct']:.0f} %{share}")
+            recorded = (f", read from a record measured {accuracy['instruction_recorded']}, not on this machine"
+                        if accuracy.get("instruction_recorded") else "")
+            parts.append(f"instruction set {accuracy['instruction_pct']:.0f} %{share}{recorded}")
         if accuracy.get("note") == "reference":
             return " · ".join(parts + ["the reference"])
         # an exact export promises its source's model and is gated on agreement; lossy and pruned ones are not

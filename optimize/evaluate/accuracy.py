@@ -198,24 +198,36 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
         metrics["reading_skipped"] = "perplexity over its budget"  # agreement stays ungated (optimize/evaluate/gates.py)
     if rejected or over_budget:
         return metrics
-    # the public instruction set through the app's decoding path: shown for every variant
-    measured = instructions.measure(runner)
-    metrics["instruction_pct"] = measured["instruction_pct"]
-    if runner.runtime == "torch":
-        def reference_score() -> dict:
-            scored = instructions.measure(load_reference())
-            return {"instruction_pct": scored["instruction_pct"],
-                    "passed": {item: answer["passed"] for item, answer in scored["answers"].items()}}
-
-        reference = reference_cache(reference_path, f"instructions-v2-{_instructions_key()}", reference_score)
-        metrics["reference_instruction_pct"] = reference["instruction_pct"]
-        metrics["instruction_of_baseline_pct"] = round(
-            100 * metrics["instruction_pct"] / max(reference["instruction_pct"], 1e-9), 1)
-        metrics["instruction_delta"] = paired_delta(  # points, prompts resampled
-            {item: float(ok) for item, ok in reference["passed"].items()},
-            {item: float(answer["passed"]) for item, answer in measured["answers"].items()})
+    # the public instruction set through the app's decoding path: shown for every variant, recorded per model
+    metrics.update(instructions_against(preset_name, runner, reference_path, load_reference))
     if reads:
         metrics.update(reading_against(preset_name, runner, reference_path, load_reference, reading_questions, promise))
+    return metrics
+
+
+def instructions_against(preset_name: str | None, runner: Runner, reference_path: Path,
+                         load_reference: Callable[[], Runner]) -> dict:
+    """The instruction-set score (shown, not gated) and, for a PyTorch variant (a pruned model, held
+    to its baseline), its source's and the paired difference. Each side is read from the instruction
+    record when its exact files were scored on this set (optimize/evaluate/instructions.py)."""
+    def score(directory: Path, load: Callable[[], Runner]) -> dict:
+        if preset_name is not None:
+            return instructions.recorded(preset_name, directory, load)
+        if directory == reference_path:  # a sweep's or recovery's many students share one source
+            return reference_cache(directory, f"instructions-v3-{instructions.set_key()}", lambda: instructions.scored(load()))
+        return instructions.scored(load())
+
+    own = score(runner.path, lambda: runner)
+    metrics = {"instruction_pct": own["instruction_pct"], **({"instruction_recorded": own["recorded"]} if "recorded" in own else {})}
+    if runner.runtime == "torch":
+        source = score(reference_path, load_reference)
+        metrics["reference_instruction_pct"] = source["instruction_pct"]
+        metrics["instruction_of_baseline_pct"] = round(100 * own["instruction_pct"] / max(source["instruction_pct"], 1e-9), 1)
+        metrics["instruction_delta"] = paired_delta(  # points, prompts resampled
+            {item: float(ok) for item, ok in source["passed_by_prompt"].items()},
+            {item: float(ok) for item, ok in own["passed_by_prompt"].items()})
+        if "recorded" in source:
+            metrics["reference_instruction_recorded"] = source["recorded"]
     return metrics
 
 
@@ -242,13 +254,6 @@ def reading_against(preset_name: str, runner: Runner, reference_path: Path, load
     if "recorded" in source:
         metrics["reference_reading_recorded"] = source["recorded"]
     return metrics
-
-
-def _instructions_key() -> str:
-    """The reference's instruction score depends on the set: a changed set is measured again."""
-    import hashlib
-
-    return hashlib.sha256(instructions.SET_PATH.read_bytes()).hexdigest()[:8]
 
 
 def _everyday_key() -> str:

@@ -10,13 +10,16 @@ Not yet a build gate: it is measured and reported beside perplexity and agreemen
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 SET_PATH = Path(__file__).with_name("instruction_set.json")
 SHORT_ANSWER_TOKENS = 32  # facts, arithmetic, formats; "long" prompts say their own max_new_tokens
+RECORD = Path(__file__).with_name("instruction_record.json")
 
 
 def load(path: Path = SET_PATH) -> list[dict]:
@@ -51,6 +54,29 @@ def measure(runner, prompts: list[dict] | None = None) -> dict:
         answers[item["id"]] = {"text": text, "passed": ok}
     return {"instruction_pct": round(100 * passed / len(prompts), 1), "passed": passed, "prompts": len(prompts),
             "by_kind": {kind: f"{per_kind[kind]}/{total}" for kind, total in totals.items()}, "answers": answers}
+
+
+def set_key() -> str:
+    """What a score depends on besides the model: the set's prompts and checks, the answer length."""
+    return hashlib.sha256(SET_PATH.read_bytes() + str(SHORT_ANSWER_TOKENS).encode()).hexdigest()[:10]
+
+
+def recorded(preset_name: str, directory: Path, load: Callable[[], object]) -> dict:
+    """The instruction-set score of the model in `directory`: {"instruction_pct", "passed_by_prompt"},
+    plus "recorded" (when and where) if it came from the record (`instruction_record.json` beside this
+    file for the built-in presets, `<artifacts>/instruction-record.json` for yours), as reading
+    comprehension is (optimize/evaluate/records.py); measured with `load()`'s runner otherwise."""
+    from optimize.evaluate.records import model_record
+
+    keep = lambda result: {"instruction_pct": result["instruction_pct"], "passed_by_prompt": result["passed_by_prompt"]}  # noqa: E731
+    return model_record(preset_name, directory, RECORD, "instruction-record.json", set_key(), lambda: scored(load()), keep, keep)
+
+
+def scored(runner) -> dict:
+    """`measure` without the answers' texts: {"instruction_pct", "passed_by_prompt": {prompt id: passed}}."""
+    result = measure(runner)
+    return {"instruction_pct": result["instruction_pct"],
+            "passed_by_prompt": {item: answer["passed"] for item, answer in result["answers"].items()}}
 
 
 def _batched_texts(runner, prompts: list[dict], batch_size: int = 16) -> dict[str, str]:

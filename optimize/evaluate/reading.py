@@ -25,7 +25,6 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
-from datetime import date
 from pathlib import Path
 
 from optimize.evaluate import squad
@@ -65,26 +64,15 @@ def recorded(preset_name: str, directory: Path, load: Callable[[], object], limi
     """The reading-comprehension score of the model in `directory` ({"reading_f1", "questions",
     "per_question"}, plus "recorded": when and where, if it came from the record): measured with
     `load()`'s runner only when these exact files were never measured on this set (or `measure_again`)."""
-    from models.machine import cpu_name, isa
-    from models.manifest import source_fingerprint
-    from optimize.evaluate.records import record_path, records_off
+    from optimize.evaluate.records import model_record
 
     data = questions(limit)
-    if records_off():  # `optimize verify`: measured here and not written into the record
-        return measure(load(), data)
-    key = f"{source_fingerprint(directory)[:16]}-{set_key(data)}"
-    path = record_path(preset_name, RECORD, "reading-record.json")
-    entries = json.loads(path.read_text()) if path.exists() else {}
-    if key in entries and not measure_again:
-        entry = entries[key]
-        return {"reading_f1": entry["reading_f1"], "questions": len(data), "recorded": entry["measured"],
-                "per_question": dict(zip((e.id for e in data), entry["per_question"]))}
-    result = measure(load(), data)
-    entries[key] = {"model": f"{preset_name}/{Path(directory).name.removesuffix('.partial')}", "measured": f"{date.today()}, {cpu_name()} ({isa()})",
-                    "reading_f1": result["reading_f1"], "per_question": [round(result["per_question"][e.id], 4) for e in data]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
-    return result
+    ids = [e.id for e in data]
+    return model_record(
+        preset_name, directory, RECORD, "reading-record.json", set_key(data), lambda: measure(load(), data),
+        lambda result: {"reading_f1": result["reading_f1"], "per_question": [round(result["per_question"][i], 4) for i in ids]},
+        lambda entry: {"reading_f1": entry["reading_f1"], "questions": len(data), "per_question": dict(zip(ids, entry["per_question"]))},
+        measure_again)
 
 
 def answer_text(text: str) -> str:

@@ -3,10 +3,14 @@ input miss them (ARCHITECTURE.md, "Records"): the reference side of every compar
 fingerprint; where a preset's records live; `SHOWDOWN_NO_RECORDS=1` to read none."""
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
+from datetime import date
 from pathlib import Path
 
 from models.catalog import PRESETS, artifacts_root
+from models.machine import cpu_name, isa
 from models.manifest import source_fingerprint
 
 
@@ -18,15 +22,12 @@ def record_path(preset_name: str, committed: Path, user_file: str) -> Path:
 def content_key(value) -> str:
     """A short hash of JSON-able inputs, for a reference-cache entry that depends on them."""
     import hashlib
-    import json
 
     return hashlib.sha256(json.dumps(value).encode()).hexdigest()[:12]
 
 
 def training_record(source: Path) -> dict | None:
     """A source's training.json, parsed once for every caller that needs it; None for a Hub model."""
-    import json
-
     training = Path(source) / "training.json"
     return json.loads(training.read_text()) if training.exists() else None
 
@@ -40,14 +41,35 @@ def records_off() -> bool:
     return os.environ.get("SHOWDOWN_NO_RECORDS") == "1"
 
 
+def model_record(preset_name: str, directory: Path, committed: Path, user_file: str, set_key: str,
+                 measure: Callable[[], dict], to_entry: Callable[[dict], dict], from_entry: Callable[[dict], dict],
+                 measure_again: bool = False) -> dict:
+    """A measure of the model in `directory` that depends only on its files and on `set_key` (the
+    questions or prompts, and how they are asked): the same bytes give the same greedy answers, so
+    it is read from the record when these exact files were measured on this set, with "recorded"
+    saying when and on which CPU; otherwise `measure()` runs here and the record keeps it
+    (`to_entry`/`from_entry` convert). `optimize verify` (records off) measures and writes nothing."""
+    if records_off():
+        return measure()
+    key = f"{source_fingerprint(directory)[:16]}-{set_key}"
+    path = record_path(preset_name, committed, user_file)
+    entries = json.loads(path.read_text()) if path.exists() else {}
+    if key in entries and not measure_again:
+        return {**from_entry(entries[key]), "recorded": entries[key]["measured"]}
+    result = measure()
+    entries[key] = {"model": f"{preset_name}/{Path(directory).name.removesuffix('.partial')}",
+                    "measured": f"{date.today()}, {cpu_name()} ({isa()})", **to_entry(result)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
+    return result
+
+
 def reference_cache(source: Path, kind: str, compute) -> dict:
     """The reference side of a comparison depends only on the source's weights: computed once per
     source fingerprint and reused by every variant built from it (builds of 4 variants share 2).
     The default presets' sources were measured once and are committed in `reference_record/` (the
     same files, copied from `<artifacts>/reference-cache/`), so a fresh machine's first build
     measures only its variants (issue 29); any other source is measured here."""
-    import json
-
     name = f"{kind}-{source_fingerprint(source)[:16]}.json"
     path = artifacts_root() / "reference-cache" / name
     if records_off():  # `optimize verify`: measured here, kept apart from the records
