@@ -189,3 +189,19 @@ def test_the_readme_stays_a_page_for_users():
     """Issue 51: what the project is, how to run it, the promises and the current numbers; the history
     of measurements lives in docs/."""
     assert len((REPO_ROOT / "README.md").read_text().splitlines()) <= 150
+
+
+def test_flags_take_their_defaults_from_the_stages_config_dataclass():
+    """Issue 51: `build --model`'s pruning flags are generated from `PruneSpec`, so a default changed
+    in the dataclass is the CLI's default too."""
+    import argparse
+
+    from models.preset import PruneSpec
+    from optimize.commands import build
+    from optimize.commands.common import config_from
+
+    parser = argparse.ArgumentParser()
+    build.add_arguments(parser)
+    assert config_from(parser.parse_args(["--task", "qa"]), PruneSpec, build.PRUNE_FLAGS) == PruneSpec()
+    changed = parser.parse_args(["--task", "qa", "--heads-kept", "0.5", "--layers-dropped", "2"])
+    assert config_from(changed, PruneSpec, build.PRUNE_FLAGS) == PruneSpec(heads_kept=0.5, layers_dropped=2)

@@ -5,8 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
+from models.preset import PruneSpec
+from optimize.commands.common import config_flags, config_from
+
 NAME = "build"
 HELP = "build variants: ONNX export, graph optimization, INT8/FP16"
+PRUNE_FLAGS = {"heads_kept": "share of attention heads kept (GQA: of each group's queries)",
+               "ffn_kept": "share of FFN neurons kept", "layers_dropped": "whole layers removed",
+               "recovery_steps": "distillation steps after pruning",
+               "data": "your own SQuAD-format JSON for recovery (none: the shared SQuAD data)"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,11 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             help="your model (a Hub id or a folder): add it to the user catalog and build all four variants")
     parser.add_argument("--name", help="with --model: the preset's name (default: from the model id)")
     parser.add_argument("--revision", help="with --model: a Hub revision (branch, tag or commit)")
-    parser.add_argument("--heads-kept", type=float, default=0.67, help="with --model: share of attention heads kept (GQA: of each group's queries)")
-    parser.add_argument("--ffn-kept", type=float, default=0.67, help="with --model: share of FFN neurons kept")
-    parser.add_argument("--layers-dropped", type=int, default=0, help="with --model: whole layers removed")
-    parser.add_argument("--recovery-steps", type=int, default=300, help="with --model: distillation steps after pruning")
-    parser.add_argument("--data", help="with --model: your own SQuAD-format JSON for recovery (default: the shared SQuAD data)")
+    config_flags(parser, PruneSpec, PRUNE_FLAGS, prefix="with --model: ")
     parser.add_argument("--reading-questions", type=int, metavar="N",
                             help="with --model, generation: measure reading comprehension on the first N held-out questions "
                                  "(default all 2,115: tens of minutes per variant on 2 cores; a small N is noise, its interval says so)")
@@ -58,12 +61,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _build_model(args) -> int:
     """`build --model`: write the preset into the user catalog, build its four variants, say what each became."""
-    from models.catalog import PRESETS, PruneSpec
+    from models.catalog import PRESETS
     from models.user_presets import add_preset, catalog_path
     from optimize.build import build_preset
 
-    spec = PruneSpec(heads_kept=args.heads_kept, ffn_kept=args.ffn_kept, layers_dropped=args.layers_dropped,
-                     recovery_steps=args.recovery_steps, data=args.data)
+    spec = config_from(args, PruneSpec, PRUNE_FLAGS)
     added = add_preset(args.model, args.task, args.name, args.revision, spec, args.reading_questions,
                        built_in=[preset.name for preset in PRESETS])
     print(f"preset '{added.name}' written to {catalog_path()}")
