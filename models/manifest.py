@@ -192,13 +192,21 @@ def atomic_dir(target: Path) -> Iterator[Path]:
     remember_manifest(target)
 
 
+_fingerprints: dict[tuple, str] = {}  # (folder, its files' names, sizes and mtimes) -> sha256, per process
+
+
 def source_fingerprint(directory: Path) -> str:
     """sha256 over the source's weight and config files, so a retrained baseline triggers a rebuild.
     Not its manifest: a rebuilt source with the same weights (its build time differs) is the same source.
-    An ONNX graph's external weights (`model.onnx.data`) count."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(directory).rglob("*")):
-        if path.is_file() and path.suffix in (".safetensors", ".onnx", ".data", ".bin", ".json") and path.name != "manifest.json":
+    An ONNX graph's external weights (`model.onnx.data`) count. Remembered for the process while no
+    file's size or mtime changes: one build asks it of the same source for each record and cache."""
+    files = [path for path in sorted(Path(directory).rglob("*")) if path.is_file()
+             and path.suffix in (".safetensors", ".onnx", ".data", ".bin", ".json") and path.name != "manifest.json"]
+    key = (str(Path(directory).resolve()), tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files))
+    if key not in _fingerprints:
+        digest = hashlib.sha256()
+        for path in files:
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
-    return digest.hexdigest()
+        _fingerprints[key] = digest.hexdigest()
+    return _fingerprints[key]

@@ -23,11 +23,11 @@ from models.generation import preprocess as chat_prompt
 from models.runners import Runner, load_runner
 from optimize.evaluate import instructions, reading, squad
 from optimize.evaluate import squad_metrics as evaluate_qa
-from optimize.evaluate.gates import AgreementBelowGate, AgreementGuard, Gates
 from optimize.evaluate.continuations import batched_torch_continuations
+from optimize.evaluate.gates import AgreementBelowGate, AgreementGuard, Gates
 from optimize.evaluate.heldout import PROMPTS
-from optimize.evaluate.records import content_key, records_off, reference_cache, training_record  # noqa: F401 - also read from here
 from optimize.evaluate.intervals import paired_delta, paired_ratio
+from optimize.evaluate.records import content_key, records_off, reference_cache, training_record
 from optimize.evaluate.squad_metrics import HeldOut
 
 log = logging.getLogger("optimize.evaluate.accuracy")

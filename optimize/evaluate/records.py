@@ -3,6 +3,7 @@ input miss them (ARCHITECTURE.md, "Records"): the reference side of every compar
 fingerprint; where a preset's records live; `SHOWDOWN_NO_RECORDS=1` to read none."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Callable
@@ -21,8 +22,6 @@ def record_path(preset_name: str, committed: Path, user_file: str) -> Path:
 
 def content_key(value) -> str:
     """A short hash of JSON-able inputs, for a reference-cache entry that depends on them."""
-    import hashlib
-
     return hashlib.sha256(json.dumps(value).encode()).hexdigest()[:12]
 
 
@@ -59,8 +58,7 @@ def model_record(preset_name: str, directory: Path, committed: Path, user_file: 
     result = measure()
     entries[key] = {"model": f"{preset_name}/{Path(directory).name.removesuffix('.partial')}",
                     "measured": f"{date.today()}, {cpu_name()} ({isa()})", **to_entry(result)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
+    _write_atomically(path, json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
     return result
 
 
@@ -78,8 +76,13 @@ def reference_cache(source: Path, kind: str, compute) -> dict:
         if known.exists():
             return json.loads(known.read_text())
     value = compute()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f"{path.name}.{os.getpid()}")  # a build stopped mid-write leaves no half-written cache
-    partial.write_text(json.dumps(value))
-    partial.replace(path)
+    _write_atomically(path, json.dumps(value))
     return value
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """A build stopped mid-write leaves the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}")
+    partial.write_text(text)
+    partial.replace(path)
