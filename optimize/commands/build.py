@@ -19,7 +19,8 @@ PRUNE_FLAGS = {"heads_kept": "share of attention heads kept (GQA: of each group'
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", choices=("qa", "generation"), required=True)
     parser.add_argument("--preset", help="catalog preset (default: the task's offline default)")
-    parser.add_argument("--variant", default="optimized", help="variant to build (default optimized)")
+    parser.add_argument("--variant", action="append", help="variant to build (default optimized); repeat it to build "
+                                                            "several in one process, in the order given")
     parser.add_argument("--force", action="store_true", help="rebuild even when the manifest is up to date")
     parser.add_argument("--no-eval", action="store_true", help="skip the accuracy measurement")
     parser.add_argument("--recipe", choices=("int8", "fp32", "gguf-q4", "gguf-q4-int8"),
@@ -51,8 +52,9 @@ def run(args: argparse.Namespace) -> int:
             return _build_model(args)
         chosen = preset(args.preset) if args.preset else default_preset(args.task)
         recipe = named_recipe(chosen.task, args.recipe) if args.recipe else None
-        print(build_variant(chosen, args.variant, recipe=recipe, force=args.force or args.full_ladder,
-                            evaluate=not args.no_eval, strict=not args.allow_missed_gates, full_ladder=args.full_ladder))
+        for variant in args.variant or ["optimized"]:
+            print(build_variant(chosen, variant, recipe=recipe, force=args.force or args.full_ladder,
+                                evaluate=not args.no_eval, strict=not args.allow_missed_gates, full_ladder=args.full_ladder))
     except (InputError, VariantUnavailable, GateFailed) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -4,7 +4,6 @@ builder for decoders, and the per-build choice between a fused and an unfused en
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
 import shutil
@@ -73,9 +72,6 @@ def _check_builder_recipe(model_type: str, smooths: bool, ranks_attention: bool)
 def genai_build(source: Path, output: Path, recipe: OnnxRecipe, cuda: bool) -> tuple[Path, list[int]]:
     """ONNX Runtime GenAI's model builder: fused decoder graph + weight-only INT8 (FP16 on CUDA).
     Returns the model and the layers whose attention stayed fp32 by sensitivity."""
-    import subprocess
-    import sys
-
     from optimize.export import narrow_ffn
 
     int8 = recipe.quantize and not cuda
@@ -108,19 +104,38 @@ def genai_build(source: Path, output: Path, recipe: OnnxRecipe, cuda: bool) -> t
     excluded = fp32_nodes(source, recipe.keep_fp32, fp32_attention_layers)
     if excluded and precision.startswith("int"):
         options.append("nodes_to_exclude=" + ",".join(excluded))
-    command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(source), "-o", str(output),
-               "-p", precision, "-e", provider, "-c", str(output.parent / "builder-cache"), "--extra_options", *options]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0 or not (output / ONNX_FILE).exists():
+    try:
+        _run_builder(source, output, precision, provider, options)
+    except Exception as error:  # noqa: BLE001 - the builder raises plain Exceptions for what it cannot build
         from optimize.prune.encoder_layout import UnsupportedArchitecture
 
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        log.warning("onnxruntime-genai model builder failed:\n%s", done.stderr[-2000:])
+        log.warning("onnxruntime-genai model builder failed: %s", error, exc_info=True)
         # a rung this model cannot take (the ladder goes on to optimum's export), with the builder's own reason
-        raise UnsupportedArchitecture(f"ONNX Runtime GenAI's model builder failed on this model ({last[:300]})")
+        raise UnsupportedArchitecture(f"ONNX Runtime GenAI's model builder failed on this model ({str(error)[:300]})") from error
+    if not (output / ONNX_FILE).exists():
+        from optimize.prune.encoder_layout import UnsupportedArchitecture
+
+        raise UnsupportedArchitecture(f"ONNX Runtime GenAI's model builder wrote no {ONNX_FILE} for this model")
     if widths:
         narrow_ffn.narrow(output / ONNX_FILE, widths)
     return output / ONNX_FILE, fp32_attention_layers
+
+
+def _run_builder(source: Path, output: Path, precision: str, provider: str, options: list[str]) -> None:
+    """The builder's own command line (`python -m onnxruntime_genai.models.builder -i ... --extra_options ...`),
+    called in this process: a subprocess paid the imports of torch and transformers again for every build
+    (docs/measurements.md), and the builder sets no global state. Its prints go to the log at debug level."""
+    import contextlib
+    import io
+
+    from onnxruntime_genai.models import builder
+
+    cache = str(output.parent / "builder-cache")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        extra = builder.parse_extra_options(None, str(source), str(output), precision, provider, cache, options)
+        builder.create_model(None, str(source), str(output), precision, provider, cache, **extra)
+    log.debug("onnxruntime-genai model builder:\n%s", printed.getvalue()[-4000:])
 
 
 def save_model_like(model, source: Path, output: Path) -> Path:
@@ -130,16 +145,6 @@ def save_model_like(model, source: Path, output: Path) -> Path:
         if (source / name).exists() and not (output / name).exists():
             shutil.copy(source / name, output / name)
     return output
-
-
-def source_fingerprint(directory: Path) -> str:
-    """sha256 over the source's weight files, so a retrained baseline triggers a rebuild."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(directory).rglob("*")):
-        if path.is_file() and path.suffix in (".safetensors", ".onnx", ".bin", ".json"):
-            digest.update(path.name.encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 def export(source: Path, output: Path, task: str, opset: int | None) -> Path:
