@@ -125,8 +125,10 @@ class Report:
         table = self.table()
         if not table:
             return f"No variants measured for {self.task}."
-        lines = [f"**{self.task}** — {self.preset}; {self.workload}; {machine_label(self.machine, self.created)}", "",
-                 *markdown_table(table)]
+        lines = [f"**{self.task}** — {self.preset}; {self.workload}; {machine_label(self.machine, self.created)}", ""]
+        if versions := versions_label(self.machine):
+            lines += [f"Runtimes: {versions}.", ""]
+        lines += markdown_table(table)
         if lengths := self.length_table():
             lines += ["", "Latency by context length (p50, speedup over the baseline at the same length):", "",
                       *markdown_table(lengths)]
@@ -198,6 +200,11 @@ def machine_label(machine: dict, created: str) -> str:
     """Where and when a table was measured: numbers from another machine say little about this one."""
     return (f"{cpu_label(machine)}, {machine.get('cores', '?')} cores, {machine.get('threads', '?')} threads; "
             f"measured {created or 'on an unrecorded date'}")
+
+
+def versions_label(machine: dict) -> str:
+    """The runtime versions a table was measured with ("torch 2.13.0+cpu, onnxruntime 1.31.1, ...")."""
+    return ", ".join(f"{name} {version}" for name, version in machine.get("versions", {}).items())
 
 
 def load_report_table(task: str, directory: Path = REPORTS_DIR):

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from models.reports import cpu_label
+from models.reports import cpu_label, versions_label
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ def markdown(bench: Bench) -> str:
     m = bench.machine
     lines = [f"### Benchmark — {bench.created}" + (f" ({bench.memory['carried']})" if bench.memory.get("carried") else ""), "",
              f"{cpu_label(m)}, {m.get('cores')} cores, {m.get('threads')} threads; "
-             + ", ".join(f"{k} {v}" for k, v in m.get("versions", {}).items()), "",
+             + versions_label(m), "",
              "| workload | contender | p50 (ms) | p95 (ms) | tokens written | tokens/s overall | prompt tokens/s "
              "| decode tokens/s | TTFT (ms) | answer / notes |",
              "|---|---|---|---|---|---|---|---|---|---|"]
