@@ -20,7 +20,7 @@ from models.machine import cpu_name
 from models.manifest import atomic_dir, read_manifest, size_bytes, source_fingerprint, verify, write_manifest
 from models.runners import ONNX_FILE, providers
 from models.sources import resolve
-from optimize.evaluate.gates import GateFailed, check, failures
+from optimize.evaluate.gates import GateFailed, check, failures, gate_inputs
 from optimize.export.gguf_graft import source_gguf
 from optimize.export.onnx import (
     EXPORT_TASKS,
@@ -97,7 +97,7 @@ def _build_onnx(target: BuildTarget, recipe: OnnxRecipe | None, force: bool, pro
         preset.task, from_gguf=preset.task == "generation" and source_gguf(preset, variant_name) is not None)
     if not strict:
         ladder = ladder[:1]
-    target = target.with_inputs(recipes=[asdict(r) for r in ladder], cuda=cuda)
+    target = target.with_inputs(recipes=[asdict(r) for r in ladder], cuda=cuda, **gate_inputs(preset.task))
     if target.up_to_date(force, progress):
         return target.directory
     inputs = target.inputs
@@ -278,7 +278,7 @@ def _build_pruned(target: BuildTarget, force: bool, progress: Progress, evaluate
     from optimize.train import distil_decoder, recover_qa
 
     variant = target.variant
-    target = target.with_inputs(prune=asdict(variant.prune))
+    target = target.with_inputs(prune=asdict(variant.prune), **gate_inputs(target.preset.task))
     if target.up_to_date(force, progress):
         return target.directory
     with atomic_dir(target.directory) as staging:

@@ -274,18 +274,20 @@ def test_an_answerable_seed_question_gets_a_span_of_the_context(app_client, vari
 def test_onnx_qa_keeps_its_promise(built_defaults, variant):
     """Issue 26: an INT8 export (lossy) is gated on SQuAD 2.0 F1 and forced-span F1 within a point
     of its source, each delta with its paired-bootstrap interval, agreement shown; an fp32 graph
-    (exact) on 99.5 % same spans."""
+    (exact) on 99.5 % same spans. Issue 48: the gated scores are the validation articles'; the test
+    articles' are measured and shown beside them."""
     from models.catalog import default_preset
 
     manifest = json.loads((REPO_ROOT / "artifacts" / default_preset("qa").name / variant / "manifest.json").read_text())
     metrics = manifest["metrics"]
     assert metrics["promise"] in ("exact", "lossy") and "everyday_f1" in metrics and "agreement_pct" in metrics
     if metrics["promise"] == "lossy":
-        assert metrics["reference_overall_f1"] - metrics["overall_f1"] <= 1.0, metrics
-        assert metrics["reference_forced_f1"] - metrics["forced_f1"] <= 1.0, metrics
-        for key in ("overall_f1_delta", "forced_f1_delta"):
+        assert metrics["reference_validation_f1"] - metrics["validation_f1"] <= 1.0, metrics
+        assert metrics["reference_validation_forced_f1"] - metrics["validation_forced_f1"] <= 1.0, metrics
+        for key in ("validation_f1_delta", "validation_forced_f1_delta", "overall_f1_delta", "forced_f1_delta"):
             low, high = metrics[key]["ci95"]
             assert low <= metrics[key]["delta"] <= high and metrics[key]["items"] >= 600, metrics[key]
+        assert metrics["validation_split"].startswith("validation articles") and "test F1" in metrics["summary"]
         assert "quantize-dynamic-int8" in " ".join(manifest["steps"])
     else:
         assert metrics["agreement_pct"] >= 99.5, metrics

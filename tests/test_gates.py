@@ -15,12 +15,25 @@ def test_an_exact_export_is_gated_on_agreeing_with_its_source():
 
 def test_a_lossy_export_is_gated_on_task_quality_within_a_point_and_never_on_agreement():
     """Issue 26: INT8 changes the arithmetic by design; 88 % same spans is shown, not gated, and
-    SQuAD 2.0 F1 and forced-span F1 must each stay within 1.0 point of the source."""
-    lossy = {"promise": "lossy", "agreement_pct": 88.0, "overall_f1": 55.0, "reference_overall_f1": 55.4,
-             "forced_f1": 64.8, "reference_forced_f1": 65.5}
+    SQuAD 2.0 F1 and forced-span F1 on validation must each stay within 1.0 point of the source."""
+    lossy = {"promise": "lossy", "agreement_pct": 88.0, "validation_f1": 55.0, "reference_validation_f1": 55.4,
+             "validation_forced_f1": 64.8, "reference_validation_forced_f1": 65.5}
     assert failures("qa", "onnxruntime", lossy) == []
-    missed = failures("qa", "onnxruntime", {**lossy, "forced_f1": 64.0})
-    assert len(missed) == 1 and "forced-span F1 64.00 is 1.50 below its source (gate ≤ 1.0)" in missed[0]
+    missed = failures("qa", "onnxruntime", {**lossy, "validation_forced_f1": 64.0})
+    assert len(missed) == 1 and "validation forced-span F1 64.00 is 1.50 below its source (gate ≤ 1.0)" in missed[0]
+
+
+def test_qa_gates_read_validation_and_the_test_articles_decide_nothing():
+    """Issue 48: a test article never decides whether a variant ships. Test F1s far below the
+    source's change nothing; a measurement with test scores but none on validation is a miss that
+    says how to measure again, never a silent pass."""
+    passing = {"promise": "lossy", "validation_f1": 70.0, "reference_validation_f1": 70.2,
+               "validation_forced_f1": 84.0, "reference_validation_forced_f1": 84.5}
+    assert failures("qa", "onnxruntime", {**passing, "overall_f1": 40.0, "reference_overall_f1": 62.0,
+                                          "forced_f1": 50.0, "reference_forced_f1": 81.0}) == []
+    old = {"promise": "lossy", "overall_f1": 62.0, "reference_overall_f1": 62.0, "forced_f1": 81.0, "reference_forced_f1": 81.0}
+    missed = failures("qa", "onnxruntime", old)
+    assert len(missed) == 2 and all("not measured" in m and "optimize verify" in m for m in missed), missed
 
 
 def test_an_export_with_its_sources_exact_weights_promises_the_same_text():
@@ -89,10 +102,11 @@ def test_paragraph_resampling_widens_the_interval_where_a_paragraph_s_questions_
 def test_qa_pruned_cannot_pass_by_abstaining():
     """Abstaining keeps SQuAD 2.0 F1 (no answer scores on unanswerable questions) but loses the
     forced-span F1: the gate reads both."""
-    abstainer = {"overall_f1": 56.0, "reference_overall_f1": 55.0, "forced_f1": 52.0, "reference_forced_f1": 66.0}
+    abstainer = {"validation_f1": 56.0, "reference_validation_f1": 55.0, "validation_forced_f1": 52.0,
+                 "reference_validation_forced_f1": 66.0}
     missed = failures("qa", "torch", abstainer)
-    assert len(missed) == 1 and "forced-span F1 52.00 is 14.00 below baseline" in missed[0]
-    assert failures("qa", "torch", {**abstainer, "forced_f1": 63.5}) == []
+    assert len(missed) == 1 and "validation forced-span F1 52.00 is 14.00 below baseline" in missed[0]
+    assert failures("qa", "torch", {**abstainer, "validation_forced_f1": 63.5}) == []
 
 
 def test_a_hopeless_exact_export_is_stopped_as_soon_as_its_gate_is_out_of_reach():
@@ -124,10 +138,13 @@ def test_a_paired_bootstrap_interval_covers_the_delta_and_narrows_with_more_item
 
 def test_the_promise_line_names_the_promise_and_each_gated_delta_with_its_interval():
     metrics = {"promise": "lossy", "agreement_pct": 88.04, "forced_f1": 64.0,
-               "overall_f1_delta": {"delta": -0.4, "ci95": [-0.9, 0.1], "items": 1265},
-               "forced_f1_delta": {"delta": -0.2, "ci95": [-0.8, 0.3], "items": 616}}
-    assert promise_line("qa", "onnxruntime", metrics) == ("lossy: F1 −0.4 (95% CI −0.9 to +0.1), forced F1 −0.2 "
-                                                    "(95% CI −0.8 to +0.3), same span on 88.0%")
+               "validation_f1_delta": {"delta": -0.4, "ci95": [-0.9, 0.1], "items": 1543},
+               "validation_forced_f1_delta": {"delta": -0.2, "ci95": [-0.8, 0.3], "items": 780},
+               "overall_f1_delta": {"delta": -0.3, "ci95": [-0.9, 0.3], "items": 1265},
+               "forced_f1_delta": {"delta": 0.1, "ci95": [-0.5, 0.6], "items": 616}}
+    assert promise_line("qa", "onnxruntime", metrics) == (
+        "lossy: validation F1 −0.4 (95% CI −0.9 to +0.1), validation forced F1 −0.2 (95% CI −0.8 to +0.3), "
+        "test F1 −0.3, forced F1 +0.1, same span on 88.0%")
 
 
 def test_a_perplexity_ratio_gets_an_interval_from_resampling_paragraphs():

@@ -80,7 +80,7 @@ def test_status_shows_the_steps_built_and_the_rejected_recipe_in_one_line(tiny_q
 
     def measured(*args, promise, **kwargs):
         if promise == "lossy":
-            return {"agreement_pct": 50.0, "overall_f1": 40.0, "reference_overall_f1": 45.0}
+            return {"agreement_pct": 50.0, "validation_f1": 40.0, "reference_validation_f1": 45.0}
         return {"agreement_pct": 100.0}
 
     monkeypatch.setattr("optimize.evaluate.accuracy.measure", measured)
@@ -90,7 +90,7 @@ def test_status_shows_the_steps_built_and_the_rejected_recipe_in_one_line(tiny_q
     detail = showdown.variant_status("qa", "optimized")["detail"]
     assert detail.startswith("onnxruntime; export-onnx (optimum, task question-answering) → graph-optimize (level 2)")
     assert "→ quantize-dynamic-int8" not in detail and "\n" not in detail
-    miss = "held-out SQuAD 2.0 F1 40.00 is 5.00 below its source (gate ≤ 1.0)"
+    miss = "validation SQuAD 2.0 F1 40.00 is 5.00 below its source (gate ≤ 1.0)"
     assert detail.endswith(f"; rejected dynamic INT8 per channel: {miss}; "
                            f"rejected dynamic INT8 per channel, fp32 ffn_output: {miss}; "
                            f"rejected dynamic INT8 per channel, fp32 ffn_output + ffn_input: {miss}"), detail

@@ -81,10 +81,10 @@ def paired_ratio(reference: Sequence[tuple[float, int]], candidate: Sequence[tup
 def delta_text(delta: dict) -> str:
     """"−0.4 (95 % CI −0.9 to +0.1)": a point estimate and its interval in one phrase."""
     low, high = delta["ci95"]
-    return f"{_signed(delta['delta'])} (95% CI {_signed(low)} to {_signed(high)})"
+    return f"{signed(delta['delta'])} (95% CI {signed(low)} to {signed(high)})"
 
 
-def _signed(value: float) -> str:
+def signed(value: float) -> str:
     return f"{value:+.1f}".replace("-", "−")
 
 

@@ -87,6 +87,8 @@ def measure(forward: Forward, tokenizer, config: QAConfig, held_out: HeldOut,
     """Both ways, on held-out articles: SQuAD 2.0 EM/F1 (overall, HasAns, NoAns) with the
     answerability verifier and null threshold this variant fits on the validation articles, and
     SQuAD 1.1-style forced-span EM/F1 on the answerable questions; F1 both ways on the everyday set.
+    `validation_f1` / `validation_forced_f1`: the same two on the validation articles, which the
+    gates read (a test article decides nothing; the threshold fitted there flatters every variant alike).
     `margin_rule_f1` is SQuAD 2.0 F1 with the margin alone deciding (its threshold also tuned on
     validation), shown beside. `verifier` is for qa_config.json. `_spans` (test, forced) are for
     span agreement with a source, `_f1` / `_forced_f1` for intervals on a delta; none is stored. The
@@ -107,6 +109,7 @@ def measure(forward: Forward, tokenizer, config: QAConfig, held_out: HeldOut,
         return spans, {qid: rule(values) for qid, values in features.items()}
 
     threshold = squad.best_threshold(validation, *decided("validation", rule))
+    checked = scored(validation, *decided("validation", rule), threshold)  # what gates read: never the test articles
     test = scored(held_out.test, *decided("test", rule), threshold)
     everyday = scored(held_out.everyday, *decided("everyday", rule), threshold)
     margin_test = scored(held_out.test, *decided("test", margin),
@@ -123,10 +126,15 @@ def measure(forward: Forward, tokenizer, config: QAConfig, held_out: HeldOut,
         "forced_f1": round(test["forced_metrics"]["HasAns_f1"], 2),
         "everyday_f1": round(everyday["metrics"]["overall_f1"], 2),
         "everyday_forced_f1": round(everyday["forced_metrics"]["HasAns_f1"], 2),
+        "validation_split": "validation articles " + ", ".join(sorted({e.article for e in validation})),
+        "validation_f1": round(checked["metrics"]["overall_f1"], 2),
+        "validation_forced_f1": round(checked["forced_metrics"]["HasAns_f1"], 2),
         "_spans": {e.id: test["spans"][e.id] for e in held_out.test if e.answers},
         # per question, for paired intervals on a delta against a source (not stored either)
         "_f1": {e.id: squad.score(e, test["predictions"][e.id])[1] for e in held_out.test},
         "_forced_f1": {e.id: squad.score(e, test["spans"][e.id])[1] for e in held_out.test if e.answers},
+        "_validation_f1": {e.id: squad.score(e, checked["predictions"][e.id])[1] for e in validation},
+        "_validation_forced_f1": {e.id: squad.score(e, checked["spans"][e.id])[1] for e in validation if e.answers},
     }
 
 

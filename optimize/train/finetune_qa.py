@@ -209,19 +209,23 @@ def recorded_look(model_dir: Path, training: dict, metrics: dict, why: str) -> l
     return [*training.get("test_looks", []), look]
 
 
-def remeasure(model_dir: Path, training: dict, config: TrainConfig = TrainConfig(),
-              why: str = "scored at the end of training") -> dict:
-    """Measure saved QA weights on the held-out data (`evaluate_qa.measure`), store the
-    answerability verifier and null threshold fitted on validation in qa_config.json and the scores
-    in training.json."""
+def held_out_metrics(model_dir: Path, config: TrainConfig = TrainConfig()) -> dict:
+    """Saved QA weights measured on the held-out data of `config`'s split (`evaluate_qa.measure`)."""
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
     from optimize.evaluate.squad_metrics import HeldOut, measure
 
     model = AutoModelForQuestionAnswering.from_pretrained(model_dir, dtype=torch.float32).eval()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    metrics = measure(functools.partial(torch_qa_logits, model), tokenizer, config.qa,
-                      HeldOut.load(config.data, config.split))
+    return measure(functools.partial(torch_qa_logits, model), tokenizer, config.qa, HeldOut.load(config.data, config.split))
+
+
+def remeasure(model_dir: Path, training: dict, config: TrainConfig = TrainConfig(),
+              why: str = "scored at the end of training") -> dict:
+    """Measure saved QA weights on the held-out data (`evaluate_qa.measure`), store the
+    answerability verifier and null threshold fitted on validation in qa_config.json and the scores
+    in training.json."""
+    metrics = held_out_metrics(model_dir, config)
     metrics = {k: v for k, v in metrics.items() if not k.startswith("_")}  # per-question working data
     qa_config = {**asdict(config.qa), "null_threshold": metrics["null_threshold"], "verifier": metrics.pop("verifier")}
     (model_dir / "qa_config.json").write_text(json.dumps(qa_config, indent=2) + "\n")

@@ -107,7 +107,7 @@ def run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: E
     if result.get("stopped"):
         return result
     compact_file(published).unlink(missing_ok=True)
-    publish_if_gated(staging_dir(published), published, baseline_dir, result)
+    publish_if_gated(staging_dir(published), published, baseline_dir, result, train_config)
     from optimize.publish.model_card import write_qa_card
     write_qa_card(published)
     return result
@@ -167,13 +167,16 @@ def staging_dir(output: Path) -> Path:
     return Path(output).with_name(Path(output).name + ".partial")
 
 
-def publish_if_gated(staging: Path, published: Path, baseline_dir: Path, result: dict) -> None:
+def publish_if_gated(staging: Path, published: Path, baseline_dir: Path, result: dict, train_config) -> None:
     """Pruning promises a smaller model of measured quality: it is published only when it stays
-    within the gate of the baseline on SQuAD 2.0 F1 *and* forced-span F1, so abstaining cannot
-    pass. A miss leaves the staging folder for inspection and publishes nothing."""
-    from optimize.evaluate.gates import beside_reference, check
+    within the gate of the baseline on SQuAD 2.0 F1 *and* forced-span F1 on validation, so abstaining
+    cannot pass. A miss leaves the staging folder for inspection and publishes nothing."""
+    from optimize.evaluate.gates import QA_GATED, beside_reference, check
+    from optimize.train.finetune_qa import held_out_metrics
 
     baseline = json.loads((Path(baseline_dir) / "training.json").read_text())["held_out"]
+    if not all(key in baseline for key in QA_GATED):  # scored before the gates read validation (issue 48)
+        baseline = held_out_metrics(Path(baseline_dir), train_config)
     check(str(published), "qa", "torch", beside_reference(result["held_out"], baseline),
           advice=f"Prune less (more heads or FFN neurons kept, fewer layers dropped) or recover longer "
                  f"(--epochs, --full-data); the student stays in {staging} for inspection.")
