@@ -131,23 +131,24 @@ def test_generation_pruned_is_smaller_and_meets_its_gates(built_defaults):
     assert "agreement_pct" in metrics  # shown beside, not gated
 
 
-def test_generation_optimized_carries_the_ggufs_own_weights_and_gives_the_baselines_text(built_defaults):
-    """Issue 12: the default recipe for a GGUF-born decoder is the GGUF's grid, bit-exact, with fp32
-    compute; the build measured it on the 64 held-out prompts against the PyTorch baseline."""
+def test_generation_optimized_is_the_ggufs_own_grid_with_int8_compute_within_the_lossy_budget(built_defaults):
+    """Issues 12 and 53: a GGUF-born decoder's `optimized` carries the GGUF's own 4-bit weights bit for bit
+    and multiplies them with 8-bit activations, as llama.cpp does: a lossy step, gated on perplexity
+    (≤ 1.03x) and reading-comprehension F1 on 2,115 questions (within a point), agreement shown. The
+    exact rung (the same weights, fp32 compute) stays next in the ladder."""
+    from optimize.quantize.recipes import recipe_ladder
+
     manifest = json.loads((REPO_ROOT / "artifacts" / "generation-smollm2" / "optimized" / "manifest.json").read_text())
     metrics = manifest["metrics"]
-    assert metrics["weights_exact"] and metrics["prompts"] == 64, metrics
-    assert metrics["agreement_pct"] >= 99.5 and metrics["identical_continuations_pct"] >= 90, metrics
+    assert metrics["promise"] == "lossy" and metrics["prompts"] == 64 and not metrics.get("gates_missed"), metrics
     assert "SmolLM2-135M-Instruct.Q4_1.gguf as they are, bit-exact" in manifest["steps"][0]
-    assert "accuracy level 0" in manifest["steps"][0]
-    # issue 26: int8 compute on the same grid is tried first, gated on reading comprehension, and rejected
-    # (F1 −2.2 of 616 questions, budget 1.0); listed with what it missed, measured or recorded
-    [int8] = metrics["rejected_recipes"]
-    assert int8["recipe"]["exporter"] == "gguf-grid" and int8["recipe"]["quantize"], int8
-    assert "reading-comprehension F1" in int8["missed"], int8
-    assert metrics["reading_questions"] == 2115 and abs(metrics["reading_f1_delta"]["delta"]) <= 0.5, metrics
-    low, high = metrics["reading_f1_ci95"]
-    assert low < metrics["reading_f1"] < high, metrics
+    assert "accuracy level 4 (int8 compute)" in manifest["steps"][0]
+    assert metrics["perplexity_ratio"] <= 1.03 and 0 < metrics["agreement_pct"] < 100, metrics
+    assert metrics["reading_questions"] == 2115 and metrics["reading_f1_delta"]["delta"] >= -1.0, metrics
+    low, high = metrics["reading_f1_delta"]["ci95"]
+    assert low < metrics["reading_f1_delta"]["delta"] < high, metrics
+    first, exact = recipe_ladder("generation", from_gguf=True)[:2]
+    assert first.exporter == exact.exporter == "gguf-grid" and first.quantize and not exact.quantize
 
 
 @pytest.fixture(scope="module")
@@ -312,7 +313,7 @@ def test_bench_keeps_its_speedups(built_defaults, tmp_path):
     agreement = bench["memory"]["agreement"]
     assert set(agreement) >= {"optimized", "pruned", "pruned-optimized"}, agreement
     assert all(0 <= a["same_tokens_pct"] <= 100 and a["prompts"] == 2 for a in agreement.values()), agreement
-    assert agreement["optimized"]["same_tokens_pct"] >= 90, agreement  # the exact export: the baseline's own text
+    assert agreement["optimized"]["same_tokens_pct"] > 0, agreement  # int8 compute (lossy): shown, never gated
     assert "Greedy tokens the same as PyTorch fp32's" in (tmp_path / "bench.md").read_text()
     assert ratios["qa384_vs_pipeline_fp32"] >= 1.2, ratios
     assert ratios["qa384_vs_optimum_int8"] >= 0.55, ratios
