@@ -27,6 +27,7 @@ from models.manifest import built_steps, read_manifest, rejected_recipes, size_b
 from models.reports import accuracy_text
 from models.runners import Runner, load_runner
 from models.sources import resolve
+from models.timing import median_call, with_speedups
 
 log = logging.getLogger("showdown")
 WARMUP_CONTEXT = ("The first little pig was very lazy. He didn't want to work at all and he built his house out of "
@@ -40,6 +41,7 @@ SEED_CONTEXT_LONG = WARMUP_CONTEXT + (" The third little pig worked very hard al
 # or a lone call after whatever idle time preceded it (the API's default).
 TIMED_AFTER_WARM_UP = "after one untimed warm-up call"
 TIMED_ALONE = "one call, no warm-up"
+CLICK_CALLS = 3  # a click's time per variant: the median of this many calls, in rotating order
 WARM_UP_TOKENS = 4  # a generation warm-up: the prompt's prefill and three decoding steps
 
 
@@ -329,23 +331,24 @@ class Showdown:
 
     def compare(self, context: str, question: str, variants: list[str], handle_impossible_answer: bool = False
                 ) -> dict[str, dict]:
-        """A click of the QA tab: each chosen variant answers, timed after one untimed warm-up call,
-        in an order that rotates on every click; `speedup` is the baseline's total time over the
-        variant's when the baseline ran too. A variant that cannot answer gives {"error": why}."""
+        """A QA click: each variant answers CLICK_CALLS times in rotating rounds (the first call after an untimed
+        one) and shows its median call, the range and its speedup; one call wandered (docs/measurements.md)."""
         qa.validate(question, context)
         if not variants:
             raise InputError("Select at least one variant.")
-        results: dict[str, dict] = {}
-        for variant in self.run_order([v for v in VARIANTS if v in variants]):
-            try:
-                results[variant] = self.answer(context, question, variant, handle_impossible_answer, warm_up=True)
-            except (InputError, VariantUnavailable) as error:  # not in this preset, or not ready: said in its column
-                results[variant] = {"error": str(error)}
-        baseline = results.get("baseline", {}).get("latency_ms", {}).get("total")
-        for result in results.values():
-            if baseline and "latency_ms" in result:
-                result["speedup"] = baseline / result["latency_ms"]["total"]
-        return {v: results[v] for v in VARIANTS if v in results}
+        chosen = self.run_order([v for v in VARIANTS if v in variants])
+        calls: dict[str, list[dict]] = {v: [] for v in chosen}
+        errors: dict[str, dict] = {}
+        for round_index in range(CLICK_CALLS):
+            for variant in chosen[round_index % len(chosen):] + chosen[:round_index % len(chosen)]:
+                try:
+                    if variant not in errors:
+                        calls[variant].append(self.answer(context, question, variant, handle_impossible_answer,
+                                                          warm_up=round_index == 0))
+                except (InputError, VariantUnavailable) as error:  # not in this preset or not ready: in its column
+                    errors[variant] = {"error": str(error)}
+        results = {v: errors.get(v) or median_call(calls[v], f"the first {TIMED_AFTER_WARM_UP}") for v in chosen}
+        return with_speedups({v: results[v] for v in VARIANTS if v in results})
 
     def stream(self, prompt: str, variant: str, max_new_tokens: int, warm_up: bool = False) -> Iterator[generation.Update]:
         """Generation updates; the last one's `latency_ms.wait` says how long it queued. The

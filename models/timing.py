@@ -52,3 +52,21 @@ def forward_ms(model, repeats: int = 15) -> float:
             if index >= 3:
                 times.append(1e3 * (time.perf_counter() - started))
     return statistics.median(times)
+
+
+def median_call(calls: list[dict], how: str) -> dict:
+    """The call whose total time is the median of `calls` (the answer shown with it), the range of all,
+    and `how` they were taken: one call after idle time wanders, a median of a few does not."""
+    ordered = sorted(calls, key=lambda call: call["latency_ms"]["total"])
+    low, high = ordered[0]["latency_ms"]["total"], ordered[-1]["latency_ms"]["total"]
+    return {**ordered[len(ordered) // 2], "latency_range_ms": [low, high],
+            "timing": f"as the median of {len(ordered)} calls ({low:.1f}-{high:.1f} ms), {how}"}
+
+
+def with_speedups(results: dict[str, dict]) -> dict[str, dict]:
+    """Each timed result's `speedup`: the baseline's total time over its own, when the baseline ran."""
+    baseline = results.get("baseline", {}).get("latency_ms", {}).get("total")
+    for result in results.values():
+        if baseline and "latency_ms" in result:
+            result["speedup"] = baseline / result["latency_ms"]["total"]
+    return results

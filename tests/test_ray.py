@@ -47,7 +47,7 @@ def test_both_tasks_answer_through_the_apps_api_from_two_replicas(client):
     assert generated["new_tokens"] == 4 and generated["replica"] and generated["decode_tokens_per_s"] > 0
     compared = client.predict("The second pig worked harder.", "Who worked harder?", ["baseline", "optimized"],
                               api_name="/compare_qa")
-    assert {r["timing"] for r in compared.values()} == {"after one untimed warm-up call"}
+    assert all(r["timing"].startswith("as the median of 3 calls") for r in compared.values()), compared
 
 
 def test_a_bad_input_is_a_message_from_the_replica_not_a_trace(client):

@@ -11,9 +11,10 @@ generation baseline comes from a 4-bit GGUF, so its `optimized` carries that GGU
 weights, bit for bit, multiplied with 8-bit activations as llama.cpp does: a lossy step, gated on
 perplexity and reading comprehension (the exact rung, fp32 compute, is next in its ladder). `pruned`
 and `pruned-optimized` are the structurally pruned model and its optimized export. All variants share one tokenisation and
-post-processing path, so only the model differs. On every click each variant is timed on the
-call right after one untimed call on the same input (after idle time, a lone call measures how long
-the variant slept, not the variant), and the order in which variants run rotates on every click.
+post-processing path, so only the model differs. On every QA click each variant answers three times
+in rounds whose order rotates, the first call right after one untimed call on the same input (after
+idle time, a lone call measures how long the variant slept, not the variant); its column shows the
+median call and the range. Generation is timed on one call after a short untimed one.
 
 **Two QA modes.** By default every variant returns its best span (at most 15 tokens), as
 transformers' `question-answering` pipeline does (`handle_impossible_answer=False`,

@@ -1,5 +1,6 @@
 """The two task tabs: QA and text generation, each a row of inputs, the variants' columns and the
-charts; a click times every chosen variant after one untimed warm-up call on the same input."""
+charts; a click times every chosen variant as the median of three calls on the same input, the first after one
+untimed warm-up call."""
 from __future__ import annotations
 
 import gradio as gr

@@ -1,7 +1,7 @@
 """Issue 47's measurement: through `python app.py`, each variant's time against the same call in this
 process under the same idle gap (the product's own side-by-side timing,
 optimize.bench.app_timing.app_against_in_process: paired calls, the client off the app's cores), and
-the speedups a click shows (`/compare_qa`, each variant timed after one untimed call, a visitor's
+the speedups a click shows (`/compare_qa`, each variant's median of three calls, a visitor's
 pause before each click) against `python -m optimize report`'s, read from reports/qa.json.
 
     python experiments/app-timing/measure_app_vs_in_process.py [--rounds 9] [--clicks 9]
