@@ -17,7 +17,7 @@ from models.catalog import VARIANTS
 from models.errors import InputError, VariantUnavailable
 from models.logs import configure_logging
 from models.machine import describe, slower_here
-from models.reports import REPORTS_DIR, MeasureHere
+from models.reports import REPORTS_DIR, MeasureHere, versions_label
 from models.showdown import Showdown
 from models.your_data import Limits
 from optimize.first_start import start_background_build
@@ -35,8 +35,7 @@ def machine_markdown(reference: Path = REPORTS_DIR / "qa.json") -> str:
     from models.runners import cpu_threads
 
     here = describe(cpu_threads())
-    versions = ", ".join(f"{name} {here['versions'][name]}" for name in ("torch", "onnxruntime", "transformers")
-                         if name in here["versions"])
+    versions = versions_label(here, ("torch", "onnxruntime", "transformers"))
     text = (f"**This machine:** {here['cpu']} ({here['isa']}; INT8: {here['int8']}), {here['cores']} cores, "
             f"{here['threads']} threads for the models; {versions}.")
     reference_isa = json.loads(reference.read_text()).get("machine", {}).get("isa", "") if reference.exists() else ""

@@ -202,9 +202,11 @@ def machine_label(machine: dict, created: str) -> str:
             f"measured {created or 'on an unrecorded date'}")
 
 
-def versions_label(machine: dict) -> str:
-    """The runtime versions a table was measured with ("torch 2.13.0+cpu, onnxruntime 1.31.1, ...")."""
-    return ", ".join(f"{name} {version}" for name, version in machine.get("versions", {}).items())
+def versions_label(machine: dict, names: tuple[str, ...] | None = None) -> str:
+    """The runtime versions a table was measured with ("torch 2.13.0+cpu, onnxruntime 1.31.1, ..."),
+    all of them or only `names`, in that order."""
+    versions = machine.get("versions", {})
+    return ", ".join(f"{name} {versions[name]}" for name in (names or versions) if name in versions)
 
 
 def load_report_table(task: str, directory: Path = REPORTS_DIR):

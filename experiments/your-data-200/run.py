@@ -64,9 +64,12 @@ def through_the_browser(url: str, path: Path, questions: int, folder: Path) -> t
     """Upload, click, watch the progress bar, wait for the Markdown of all four variants, download."""
     from playwright.sync_api import sync_playwright
 
+    from scripts.screenshot import CHROMIUM_ARGS, niced
+
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu"])
+    with sync_playwright() as playwright, tempfile.TemporaryDirectory(prefix="your-data-chromium-") as wrapper_dir:
+        # the browser at nice 19, as scripts/screenshot.py runs it: a visitor's browser is not on the app's cores
+        browser = playwright.chromium.launch(executable_path=str(niced(chromium, Path(wrapper_dir))), args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(url)
         page.get_by_role("tab", name="Your data").click()
@@ -110,8 +113,8 @@ def main() -> None:
              summary_markdown(api["summary"]).strip(), "",
              f"**Through the \"Your data\" tab** in Chromium ({ui_s:.0f} s from the click to the table; "
              f"progress bar seen: {'yes' if saw_progress else 'no'}); the downloaded CSV has {len(ui_rows)} rows "
-             f"({args.questions} questions × {len(VARIANTS)} variants). The Markdown the tab offers to copy (latencies "
-             "higher than through the API: the browser draws the progress beside the app on the same 2 cores):", "",
+             f"({args.questions} questions × {len(VARIANTS)} variants). The Markdown the tab offers to copy (its latencies "
+             "run higher than the API's, with the browser at nice 19 too; not investigated):", "",
              ui_markdown.strip(), ""]
     out = HERE / f"results-{time.strftime('%Y-%m-%d')}.md"
     with out.open("a") as handle:

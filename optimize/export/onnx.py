@@ -104,17 +104,15 @@ def genai_build(source: Path, output: Path, recipe: OnnxRecipe, cuda: bool) -> t
     excluded = fp32_nodes(source, recipe.keep_fp32, fp32_attention_layers)
     if excluded and precision.startswith("int"):
         options.append("nodes_to_exclude=" + ",".join(excluded))
+    from optimize.prune.encoder_layout import UnsupportedArchitecture
+
     try:
         _run_builder(source, output, precision, provider, options)
     except Exception as error:  # noqa: BLE001 - the builder raises plain Exceptions for what it cannot build
-        from optimize.prune.encoder_layout import UnsupportedArchitecture
-
         log.warning("onnxruntime-genai model builder failed: %s", error, exc_info=True)
         # a rung this model cannot take (the ladder goes on to optimum's export), with the builder's own reason
         raise UnsupportedArchitecture(f"ONNX Runtime GenAI's model builder failed on this model ({str(error)[:300]})") from error
     if not (output / ONNX_FILE).exists():
-        from optimize.prune.encoder_layout import UnsupportedArchitecture
-
         raise UnsupportedArchitecture(f"ONNX Runtime GenAI's model builder wrote no {ONNX_FILE} for this model")
     if widths:
         narrow_ffn.narrow(output / ONNX_FILE, widths)
