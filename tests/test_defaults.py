@@ -321,32 +321,41 @@ def test_bench_keeps_its_speedups(built_defaults, tmp_path):
     assert ratios["generation_vs_optimum_int8"] >= 0.85, ratios
 
 
-def test_a_two_window_context_keeps_the_one_window_speedup_through_the_app(app_client):
+def test_a_two_window_context_keeps_the_one_window_speedup_through_the_app(app_client, free_port_module):
     """Issue 31: through the app, pruned-optimized's model time over the baseline's on a two-window
     context (~550 tokens) is at least the speedup it shows on one window (~384 tokens) in the same
     run, less 25 % for noise. Ratios of the fastest of 11 calls each, measured side by side, not
     absolute times: the app's ONNX variants had been no faster than PyTorch once a paragraph passed
-    one window. Fastest, not median: the client polling beside a ~10 ms two-thread ONNX call only
-    ever adds time (medians of 7 gave 0.74-0.79 of the one-window speedup in two clean-clone runs,
-    1.01-1.16 in-process)."""
+    one window. The client and its threads run off the app's cores (issue 47), as every timing of
+    the app does: at normal priority this test read 0.72-0.74 of the one-window speedup, in-process 0.97-1.02."""
     import numpy as np
     from transformers import AutoTokenizer
 
+    from optimize.bench.app_timing import off_the_apps_cores
     from optimize.publish.report import QA_QUESTION, qa_context
 
-    client, _ = app_client
     tokenizer = AutoTokenizer.from_pretrained(QA_WEIGHTS)
-    speedups = {}
-    for tokens, windows in ((384, 1), (550, 2)):
-        context = qa_context(tokenizer, tokens)
-        model_ms: dict[str, list[float]] = {"baseline": [], "pruned-optimized": []}
-        for call in range(12):
-            for variant in (list(model_ms) if call % 2 else list(model_ms)[::-1]):
-                result = client.predict(context, QA_QUESTION, variant, api_name="/qa")
-                assert result["windows"] == windows, result
-                if call:  # the first call of each warms the new length up
-                    model_ms[variant].append(result["latency_ms"]["model"])
-        speedups[tokens] = float(np.min(model_ms["baseline"]) / np.min(model_ms["pruned-optimized"]))
+
+    def measure() -> dict[int, float]:
+        client = Client(f"http://127.0.0.1:{free_port_module}/", verbose=False, download_files=False)  # threads niced too
+        speedups = {}
+        try:
+            for tokens, windows in ((384, 1), (550, 2)):
+                context = qa_context(tokenizer, tokens)
+                model_ms: dict[str, list[float]] = {"baseline": [], "pruned-optimized": []}
+                for call in range(12):
+                    for variant in (list(model_ms) if call % 2 else list(model_ms)[::-1]):
+                        result = client.predict(context, QA_QUESTION, variant, api_name="/qa")
+                        assert result["windows"] == windows, result
+                        if call:  # the first call of each warms the new length up
+                            model_ms[variant].append(result["latency_ms"]["model"])
+                speedups[tokens] = float(np.min(model_ms["baseline"]) / np.min(model_ms["pruned-optimized"]))
+        finally:
+            client.close()
+            client.executor.shutdown(wait=True)
+        return speedups
+
+    speedups = off_the_apps_cores(measure)
     assert speedups[550] >= 0.75 * speedups[384], speedups
 
 
