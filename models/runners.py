@@ -193,25 +193,41 @@ def _load_onnx(task: Task, path: Path, device: str | None = None):
         raise VariantUnavailable(f"{path} has no {ONNX_FILE}")
     provider = "CPUExecutionProvider" if device == "cpu" else providers()[0]
     if task == "qa":
-        return OnnxQA(Path(path), session_options(), provider)
+        return OnnxQA(Path(path), session_options(), provider, cuda_graph=os.environ.get("SHOWDOWN_CUDA_GRAPH", "1") != "0")
     return OnnxCausalLM(Path(path), session_options(), provider)
 
 
 class OnnxQA:
     """An exported QA encoder run straight on its session, numpy in and out: optimum's
     ORTModelForQuestionAnswering round-trips every call through torch tensors, a few percent of a
-    call. On CUDA through IO binding: the inputs are copied to the GPU once,
-    the logits stay there until the one copy back."""
+    call. On CUDA through IO binding: the inputs are copied to the GPU once, the logits stay there
+    until the one copy back; and each window replayed as a CUDA graph where ONNX Runtime accepts
+    one (models/static_encoder.py), the dynamic session where it does not (`cuda_graph_error` says why)."""
 
-    def __init__(self, path: Path, options, provider: str):
+    def __init__(self, path: Path, options, provider: str, cuda_graph: bool = True):
         import onnxruntime
 
         self.session = onnxruntime.InferenceSession(str(path / ONNX_FILE), options, providers=[provider])
         self.input_names = {i.name for i in self.session.get_inputs()}
         self.device = "cuda" if provider == "CUDAExecutionProvider" else "cpu"
+        self.static, self.cuda_graph_error = None, None
+        if self.device == "cuda" and cuda_graph:
+            from models.static_encoder import StaticEncoder
+
+            try:  # one window replayed as a CUDA graph (models/static_encoder.py); the dynamic session if not
+                self.static = StaticEncoder(path / ONNX_FILE, load_qa_config(path).max_length, options, provider, cuda_graph=True)
+            except Exception as error:  # ONNX Runtime refuses graphs with nodes off the GPU: say why, keep serving
+                self.cuda_graph_error = f"{type(error).__name__}: {str(error)[:500]}"
+
+    @property
+    def cuda_graph(self) -> bool:
+        return self.static is not None
 
     def __call__(self, **inputs: np.ndarray) -> SimpleNamespace:
         feeds = {k: v for k, v in inputs.items() if k in self.input_names}
+        if self.static is not None:
+            start, end = self.static(feeds)
+            return SimpleNamespace(start_logits=start, end_logits=end)
         if self.device == "cpu":
             start, end = self.session.run(["start_logits", "end_logits"], feeds)
             return SimpleNamespace(start_logits=start, end_logits=end)

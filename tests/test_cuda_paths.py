@@ -78,3 +78,31 @@ def test_bench_cuda_refuses_clearly_without_a_gpu():
     done = subprocess.run([sys.executable, "-m", "optimize", "bench-cuda", "--task", "qa"], capture_output=True, text=True)
     assert done.returncode == 2
     assert "needs a CUDA GPU" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_fixed_shape_encoder_pads_each_window_and_keeps_the_dynamic_graphs_logits(tiny_qa_dir, tmp_path):
+    """The CUDA-graph path's arithmetic (models/static_encoder.py), run on the CPU provider: each window
+    padded to the fixed width gives the logits the dynamic graph gives at the window's own length."""
+    import numpy as np
+
+    from models.runners import OnnxQA, session_options
+    from models.static_encoder import StaticEncoder
+    from optimize.export.onnx import export
+
+    model_file = export(tiny_qa_dir, tmp_path / "onnx", "qa", None)
+    static = StaticEncoder(model_file, 48, session_options(), "CPUExecutionProvider", cuda_graph=False)
+    assert [i.shape for i in static.session.get_inputs()] == [[1, 48]] * len(static.session.get_inputs())
+    dynamic = OnnxQA(model_file.parent, session_options(), "CPUExecutionProvider")
+    assert not dynamic.cuda_graph  # the graph is a CUDA path only
+    rng = np.random.default_rng(0)
+    for windows, tokens in ((1, 48), (2, 30), (1, 5)):
+        inputs = {"input_ids": rng.integers(1, 100, (windows, tokens)), "attention_mask": np.ones((windows, tokens), np.int64),
+                  "token_type_ids": np.zeros((windows, tokens), np.int64)}
+        start, end = static(inputs)
+        reference = dynamic(**inputs)
+        assert start.shape == (windows, tokens)
+        np.testing.assert_allclose(start, reference.start_logits, atol=1e-4)
+        np.testing.assert_allclose(end, reference.end_logits, atol=1e-4)
+    with pytest.raises(ValueError, match="does not fit"):
+        static({"input_ids": np.ones((1, 49), np.int64), "attention_mask": np.ones((1, 49), np.int64),
+                "token_type_ids": np.zeros((1, 49), np.int64)})

@@ -26,7 +26,7 @@ from models.catalog import Task, default_preset
 from models.reports import REPORTS_DIR
 from models.runners import Runner, load_qa_config, load_runner, torch_device
 from models.timing import percentile, timed_rounds
-from optimize.bench.cuda_tables import EAGER, markdown
+from optimize.bench.cuda_tables import EAGER, NO_GRAPH, markdown
 
 log = logging.getLogger(__name__)
 SOURCE_OF = {"baseline": "baseline", "optimized": "baseline", "pruned": "pruned", "pruned-optimized": "pruned"}
@@ -80,9 +80,27 @@ def cuda_runners(task: Task) -> tuple[dict[str, Runner], dict[str, str]]:
             runners[variant] = showdown.runner(task, variant)
         except Exception as error:
             failures[variant] = f"{type(error).__name__}: {str(error)[:300]}"
+    if task == "qa":  # what the CUDA graph buys: the same ONNX variants on the dynamic session beside them
+        for variant in ("optimized", "pruned-optimized"):
+            if variant in runners and getattr(runners[variant].model, "cuda_graph", False):
+                runners[f"{variant}{NO_GRAPH}"] = without_cuda_graph(runners[variant])
     if "baseline" in runners:
         runners = {EAGER: eager_fp32(task, runners["baseline"]), **runners}
     return runners, failures
+
+
+def without_cuda_graph(runner: Runner) -> Runner:
+    from models.runners import OnnxQA, session_options
+
+    model = OnnxQA(Path(runner.path), session_options(), "CUDAExecutionProvider", cuda_graph=False)
+    return Runner(task=runner.task, variant=runner.variant, runtime=runner.runtime, path=runner.path,
+                  tokenizer=runner.tokenizer, model=model, qa_config=runner.qa_config)
+
+
+def cuda_graphs(runners: dict[str, Runner]) -> dict[str, str]:
+    """Per ONNX QA variant: replayed as a CUDA graph, or why not (ONNX Runtime's words)."""
+    return {name: "CUDA graph" if runner.model.cuda_graph else f"no CUDA graph: {runner.model.cuda_graph_error or 'disabled'}"
+            for name, runner in runners.items() if hasattr(runner.model, "cuda_graph")}
 
 
 def eager_fp32(task: Task, baseline: Runner) -> Runner:
@@ -145,7 +163,7 @@ def qa_agreement(runners: dict[str, Runner], sources: dict[str, Runner], config:
     source_answers = {name: predictions(runner) for name, runner in sources.items()}
     out = {}
     for name, runner in runners.items():
-        source = "baseline" if name == EAGER else SOURCE_OF[name]
+        source = "baseline" if name == EAGER else SOURCE_OF.get(name)
         if source not in source_answers:
             continue
         mine, theirs = predictions(runner), source_answers[source]
@@ -193,7 +211,7 @@ def generation_agreement(runners: dict[str, Runner], sources: dict[str, Runner],
     references = {name: [continuation(runner, p) for p in prompts] for name, runner in sources.items()}
     out = {}
     for name, runner in runners.items():
-        source = "baseline" if name == EAGER else SOURCE_OF[name]
+        source = "baseline" if name == EAGER else SOURCE_OF.get(name)
         if source not in references:
             continue
         equal = total = identical = 0
@@ -215,6 +233,7 @@ def run_task(task: Task, config: CudaBenchConfig) -> dict:
     runners, record["load_failures"] = cuda_runners(task)
     sources = cpu_sources(task, runners)
     if task == "qa":
+        record["cuda_graphs"] = cuda_graphs(runners)
         record["timings"] = qa_timings(runners, config)
         record["agreement"] = qa_agreement(runners, sources, config)
     else:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 EAGER = "PyTorch fp32 eager (baseline weights)"  # the row every CUDA row is compared with
+NO_GRAPH = ", no CUDA graph"  # an ONNX QA variant on its dynamic session, beside the same one replayed as a graph
 
 QA_PROMISE = ("FP16 promises the same model as its fp32 CPU source: the same answer on at least 98 % of "
               "validation questions (interval shown) and SQuAD 2.0 F1 within 1 point")
@@ -46,6 +47,12 @@ def markdown(record: dict) -> str:
                   "warm-ups, in a shuffled order.", "",
                   "| tokens | variant | runs on | model p50 (ms) | model p95 (ms) | total p50 (ms) | speedup (model) | speedup (total) |",
                   "|---|---|---|---|---|---|---|---|"]
+        graphs = record.get("cuda_graphs", {})
+        if graphs:
+            lines[-3:-3] = ["The ONNX variants run as CUDA graphs where ONNX Runtime accepts one (`models/static_encoder.py`: "
+                            "the axes fixed to one 384-token window, each window padded to it and replayed); the rows marked "
+                            f"*{NO_GRAPH.strip(', ')}* are the same graphs on their dynamic sessions. "
+                            + "; ".join(f"`{name}`: {how}" for name, how in graphs.items() if NO_GRAPH not in name) + ".", ""]
         lines += [f"| ~{r['tokens']} | {r['variant']} | {r['device']} | {r['model_p50_ms']:.2f} | {r['model_p95_ms']:.2f} | "
                   f"{r['total_p50_ms']:.2f} | {r['speedup_model']:.2f}x | {r['speedup_total']:.2f}x |" for r in rows]
         lines += ["", "## Accuracy against the CPU source", "", QA_PROMISE + ".", "",
