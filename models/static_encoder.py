@@ -1,12 +1,11 @@
 """A QA encoder replayed as a CUDA graph: one fixed [1, width] shape, every node on the GPU.
 
-Why: at batch 1 a small encoder on a GPU is launch-bound. ONNX Runtime's CUDA provider spent 1.6 ms
-per 384-token window on an H100 whatever the model's size (the pruned encoder exactly as slow as the
-full one, docs/gpu-runs.md), most of it the host dispatching ~100 kernels one by one. A CUDA graph
-replays all of them with one launch, but only for a graph whose shapes never change and whose nodes
-all run on the GPU. With dynamic axes, ONNX Runtime computes the reshape targets on the CPU (12 Memcpy
-nodes per graph), which rules graphs out; fixed input shapes let its constant folding (which runs
-before the graph is split between providers) fold that shape arithmetic away.
+Why: at batch 1 a small encoder on a GPU is launch-bound: on an H100 the pruned encoder ran exactly as
+fast as the full one (docs/gpu-runs.md), the time going to the host dispatching its kernels one by one.
+A CUDA graph replays all of them with one launch, but only for a graph whose shapes never change and
+whose nodes all run on the GPU. With dynamic axes ONNX Runtime computes the reshape targets on the CPU
+(Memcpy nodes in every graph), which rules graphs out; with fixed input shapes that arithmetic folds
+away (`fold_constants`).
 
 So: the axes are fixed to one window ([1, max_length]), each window is padded to it (padding is
 masked, so the real positions' logits stay the same up to rounding), the inputs and outputs live in
@@ -23,7 +22,11 @@ PAD_VALUE = 0  # [PAD] is id 0 in BERT-style vocabularies; masked positions' ids
 
 
 def fixed_shape_model(path, width: int) -> bytes:
-    """The ONNX model at `path` with every dynamic axis of its inputs and outputs fixed to [1, width]."""
+    """The ONNX model at `path` with every dynamic axis of its inputs and outputs fixed to [1, width],
+    and the arithmetic that only depends on shapes and constants folded away. Done here, not by ONNX
+    Runtime: its own folding cannot evaluate FP16 nodes without FP16 CPU kernels (the attention scale
+    1/√d stayed, computed half on the CPU: 6 Memcpy nodes), and a model it saves after optimizing on one
+    provider is that provider's (casts and copies inserted), not the graph the GPU should run."""
     import onnx
     from onnxruntime.tools.onnx_model_utils import make_dim_param_fixed
 
@@ -32,7 +35,55 @@ def fixed_shape_model(path, width: int) -> bytes:
                for dim in value.type.tensor_type.shape.dim if dim.dim_param}
     for name in dynamic:
         make_dim_param_fixed(model.graph, name, 1 if "batch" in name else width)
-    return model.SerializeToString()
+    return fold_constants(model).SerializeToString()
+
+
+def _static_shapes(model) -> dict[str, tuple[int, ...]]:
+    """Every value's shape where it is fully known (ONNX Runtime's symbolic inference knows its contrib ops)."""
+    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+    inferred = SymbolicShapeInference.infer_shapes(model, auto_merge=True)
+    shapes = {}
+    for value in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
+        dims = value.type.tensor_type.shape.dim
+        if value.type.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in dims):
+            shapes[value.name] = tuple(d.dim_value for d in dims)
+    return shapes
+
+
+def fold_constants(model):
+    """Replace each standard-domain node whose inputs are all constants (and each Shape of a static
+    shape) by its outputs, computed by ONNX's reference evaluator (any dtype, FP16 included), in
+    graph order so that chains fold whole."""
+    import numpy as np
+    from onnx import defs, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    shapes = _static_shapes(model)
+    constants = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    kept = []
+    for node in model.graph.node:
+        inputs = [name for name in node.input if name]
+        values = None
+        if node.op_type == "Shape" and node.domain in ("", "ai.onnx") and inputs[0] in shapes:
+            attributes = {a.name: a.i for a in node.attribute}
+            shape = np.array(shapes[inputs[0]], dtype=np.int64)
+            values = [shape[attributes.get("start", 0):attributes.get("end", len(shape))]]
+        elif (node.domain in ("", "ai.onnx") and defs.has(node.op_type) and all(n in constants for n in inputs)
+              and (inputs or node.op_type == "Constant")):
+            values = ReferenceEvaluator(node).run(None, {name: constants[name] for name in inputs})
+        if values is None:
+            kept.append(node)
+            continue
+        for name, value in zip(node.output, values):
+            constants[name] = np.asarray(value)
+            model.graph.initializer.append(numpy_helper.from_array(np.asarray(value), name))
+    del model.graph.node[:]
+    model.graph.node.extend(kept)
+    used = {name for node in kept for name in node.input} | {o.name for o in model.graph.output}
+    for initializer in [i for i in model.graph.initializer if i.name not in used]:
+        model.graph.initializer.remove(initializer)
+    return model
 
 
 class StaticEncoder:

@@ -137,9 +137,9 @@ def _build_onnx_once(target: BuildTarget, recipe: OnnxRecipe, cuda: bool, progre
             current, exact = _gguf_grid_steps(target, work, recipe, cuda, steps, progress)
         elif recipe.exporter == "genai-builder":
             with stage(progress, f"{target.name}: ONNX Runtime GenAI model builder (fused graph, "
-                                 f"{'INT8 weights' if recipe.quantize else 'fp32'})"):
+                                 f"{'fp16' if cuda else 'INT8 weights' if recipe.quantize else 'fp32'})"):
                 current, fp32_layers = genai_build(target.source, work / "genai", recipe, cuda)
-            weights = ("fp16" if cuda else f"MatMulNBits int{recipe.weight_only_bits} block {recipe.block_size}"
+            weights = "fp16" if cuda else (f"MatMulNBits int{recipe.weight_only_bits} block {recipe.block_size}"
                        + (f", fp32 {' + '.join(recipe.keep_fp32)}" if recipe.keep_fp32 else "")
                        + (f", fp32 attention in the most INT8-sensitive layers {fp32_layers}" if fp32_layers else "")
                        + (f", {'MLPs + attention' if recipe.smooth_attention else 'MLPs'} SmoothQuant α={recipe.smooth_alpha}"

@@ -81,15 +81,22 @@ def test_bench_cuda_refuses_clearly_without_a_gpu():
 
 
 def test_a_fixed_shape_encoder_pads_each_window_and_keeps_the_dynamic_graphs_logits(tiny_qa_dir, tmp_path):
-    """The CUDA-graph path's arithmetic (models/static_encoder.py), run on the CPU provider: each window
-    padded to the fixed width gives the logits the dynamic graph gives at the window's own length."""
+    """The CUDA-graph path (models/static_encoder.py), run on the CPU provider: its graph has no shape
+    arithmetic left (what kept ONNX Runtime from capturing a CUDA graph), and each window padded to the
+    fixed width gives the logits the dynamic graph gives at the window's own length."""
     import numpy as np
+    import onnx
 
     from models.runners import OnnxQA, session_options
-    from models.static_encoder import StaticEncoder
+    from models.static_encoder import StaticEncoder, fixed_shape_model
     from optimize.export.onnx import export
 
     model_file = export(tiny_qa_dir, tmp_path / "onnx", "qa", None)
+    fixed = onnx.load_from_string(fixed_shape_model(model_file, 48))
+    constants = {i.name for i in fixed.graph.initializer}
+    assert not [n for n in fixed.graph.node if n.op_type == "Shape"]  # the shape arithmetic is folded away, so
+    assert all(n.input[1] in constants for n in fixed.graph.node if n.op_type == "Reshape")  # nothing waits on the CPU
+    assert len(fixed.graph.node) < len(onnx.load(model_file).graph.node) / 2
     static = StaticEncoder(model_file, 48, session_options(), "CPUExecutionProvider", cuda_graph=False)
     assert [i.shape for i in static.session.get_inputs()] == [[1, 48]] * len(static.session.get_inputs())
     dynamic = OnnxQA(model_file.parent, session_options(), "CPUExecutionProvider")

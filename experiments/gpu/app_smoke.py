@@ -25,7 +25,7 @@ def main(result_path: Path, server_log: Path) -> int:
     try:
         while client is None and time.monotonic() - started < 180 and server.poll() is None:
             try:
-                client = Client("http://127.0.0.1:7861/", verbose=False)
+                client = Client("http://127.0.0.1:7861/", verbose=False, download_files=False)
             except Exception:
                 time.sleep(1)
         if client is None:
