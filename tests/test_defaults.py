@@ -134,8 +134,9 @@ def test_generation_pruned_is_smaller_and_meets_its_gates(built_defaults):
 def test_generation_optimized_is_the_ggufs_own_grid_with_int8_compute_within_the_lossy_budget(built_defaults):
     """Issues 12 and 53: a GGUF-born decoder's `optimized` carries the GGUF's own 4-bit weights bit for bit
     and multiplies them with 8-bit activations, as llama.cpp does: a lossy step, gated on perplexity
-    (≤ 1.03x) and reading-comprehension F1 on 2,115 questions (within a point), agreement shown. The
-    exact rung (the same weights, fp32 compute) stays next in the ladder."""
+    (≤ 1.03x) and reading-comprehension F1 on 2,115 questions (within a point), agreement shown; its
+    Q4_1 minimums read as 8-bit. The int8 rung with fp32 minimums and the exact rung (fp32 compute)
+    stay next in the ladder."""
     from optimize.quantize.recipes import recipe_ladder
 
     manifest = json.loads((REPO_ROOT / "artifacts" / "generation-smollm2" / "optimized" / "manifest.json").read_text())
@@ -147,8 +148,10 @@ def test_generation_optimized_is_the_ggufs_own_grid_with_int8_compute_within_the
     assert metrics["reading_questions"] == 2115 and metrics["reading_f1_delta"]["delta"] >= -1.0, metrics
     low, high = metrics["reading_f1_delta"]["ci95"]
     assert low < metrics["reading_f1_delta"]["delta"] < high, metrics
-    first, exact = recipe_ladder("generation", from_gguf=True)[:2]
-    assert first.exporter == exact.exporter == "gguf-grid" and first.quantize and not exact.quantize
+    assert "the Q4_1 minimums read as 8-bit" in manifest["steps"][0]  # the first rung (experiments/gguf-int8-m8)
+    first, int8, exact = recipe_ladder("generation", from_gguf=True)[:3]
+    assert first.exporter == int8.exporter == exact.exporter == "gguf-grid"
+    assert first.quantize and first.minimum_bits == 8 and int8.quantize and int8.minimum_bits == 32 and not exact.quantize
 
 
 @pytest.fixture(scope="module")

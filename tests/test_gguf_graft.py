@@ -115,16 +115,18 @@ def test_weights_off_the_grid_go_through_the_given_requantizer(grid_llama, fp32_
 
 
 def test_a_decoder_from_a_gguf_starts_its_ladder_with_the_gguf_recipe(generation_preset):
-    """Generation variants that descend from a GGUF try `gguf-q4-int8` first (int8 compute, lossy),
-    then `gguf-q4` (fp32 compute), then the INT8 ladder; other decoders keep the INT8 ladder; `--recipe gguf-q4` on a non-GGUF source is refused."""
+    """Generation variants that descend from a GGUF try `gguf-q4-int8-m8` first (int8 compute, 8-bit minimums,
+    lossy), then `gguf-q4-int8`, then `gguf-q4` (fp32 compute), then the INT8 ladder; other decoders keep the INT8 ladder; `--recipe gguf-q4` on a non-GGUF source is refused."""
     from models.catalog import default_preset
     from optimize.quantize.recipes import recipe_ladder
 
     assert named_recipe("generation", "gguf-q4") == OnnxRecipe(exporter="gguf-grid", weight_only_bits=4, block_size=32,
                                                                 quantize=False)  # fp32 compute
     assert named_recipe("generation", "gguf-q4-int8").quantize  # int8 compute (accuracy level 4)
-    assert recipe_ladder("generation", from_gguf=True) == [named_recipe("generation", "gguf-q4-int8"),
-                                                           named_recipe("generation", "gguf-q4"), *recipe_ladder("generation")]
+    assert named_recipe("generation", "gguf-q4-int8-m8").minimum_bits == 8  # and its minimum term read as 8-bit
+    assert recipe_ladder("generation", from_gguf=True) == [
+        named_recipe("generation", "gguf-q4-int8-m8"), named_recipe("generation", "gguf-q4-int8"),
+        named_recipe("generation", "gguf-q4"), *recipe_ladder("generation")]
     assert recipe_ladder("generation")[0] == default_recipe("generation")
     assert default_recipe("generation").exporter == "genai-builder"
     smollm2 = default_preset("generation")

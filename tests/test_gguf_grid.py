@@ -67,11 +67,13 @@ def test_the_q8_0_lm_head_as_two_4_bit_halves_is_the_baseline_weight_bit_for_bit
     assert same_bits(halves, baseline_weights["lm_head.weight"])
 
 
-def run_graph(initializers: gguf_grid.NBitsInitializers, x: np.ndarray, accuracy_level: int = 0) -> np.ndarray:
+def run_graph(initializers: gguf_grid.NBitsInitializers, x: np.ndarray, accuracy_level: int = 0,
+              minimum_bits: int = 32) -> np.ndarray:
     import onnxruntime
     from onnx import TensorProto, helper
 
-    nodes, tensors = gguf_grid.matmul_nbits_nodes(initializers, "x", "y", "w", accuracy_level, rank=x.ndim)
+    nodes, tensors = gguf_grid.matmul_nbits_nodes(initializers, "x", "y", "w", accuracy_level, rank=x.ndim,
+                                                  minimum_bits=minimum_bits)
     graph = helper.make_graph(nodes, "one-weight", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], tensors)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
@@ -94,6 +96,26 @@ def test_matmul_nbits_graph_computes_the_fp32_product(grid, baseline_weights, na
     bound = 2e-5 * (np.abs(x).astype(np.float64) @ np.abs(weight.T).astype(np.float64))
     assert y.shape == exact.shape
     assert np.all(np.abs(y - exact) <= bound), float(np.max(np.abs(y - exact) / bound))
+
+
+@pytest.mark.parametrize("name", ["model.layers.3.mlp.down_proj.weight", "model.layers.5.self_attn.q_proj.weight"])
+def test_an_8_bit_minimum_term_stays_within_its_rounding_of_the_exact_product(grid, baseline_weights, name):
+    """The `gguf-q4-int8-m8` form at fp32 compute: only the minimums move, each by at most half its block's
+    8-bit step, so the product moves by at most that times the block sums (|x| summed per block of 32)."""
+    weight = baseline_weights[name]
+    initializers = gguf_grid.to_matmul_nbits(grid[name])
+    assert initializers.minimums_t is not None  # a Q4_1 weight: the term exists
+    codes, scales, zero_points = gguf_grid.minimums_8bit(initializers.minimums_t)
+    restored = ((codes.astype(np.float32) - zero_points[..., None]) * scales[..., None]).reshape(codes.shape[0], -1)
+    step = np.repeat(scales, gguf_grid.MINIMUM_BLOCK, axis=1)[:, : initializers.minimums_t.shape[0]]
+    assert np.all(np.abs(restored[:, : initializers.minimums_t.shape[0]] - initializers.minimums_t.T) <= 0.5001 * step)
+    x = np.random.default_rng(1).standard_normal((1, 3, weight.shape[1])).astype(np.float32)
+    y = run_graph(initializers, x, minimum_bits=8)
+    exact = x.astype(np.float64) @ weight.T.astype(np.float64)
+    block_sums = np.abs(x).reshape(1, 3, -1, gguf_grid.BLOCK).sum(-1).astype(np.float64)
+    bound = 0.5001 * block_sums @ step.T.astype(np.float64) + 2e-5 * (np.abs(x).astype(np.float64) @ np.abs(weight.T).astype(np.float64))
+    assert np.all(np.abs(y - exact) <= bound), float(np.max(np.abs(y - exact) / bound))
+    assert not np.allclose(y, run_graph(initializers, x))  # it is a different (lossy) form, not the fp32 one
 
 
 def test_unpermute_inverts_llama_cpp_rotary_permute():

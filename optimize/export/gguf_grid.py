@@ -220,14 +220,37 @@ def dequantize(init: NBitsInitializers) -> np.ndarray:
     return weight.reshape(init.N, init.K)
 
 
+MINIMUM_BLOCK = 16  # the 8-bit minimum term's blocks along K / 32 (18 and 48 block sums for SmolLM2)
+
+
+def minimums_8bit(minimums_t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The minimum term's [K / 32, N] matrix as 8-bit MatMulNBits initializers (codes [N, blocks, 16],
+    scales [N, blocks], uint8 zero points [N, blocks]), asymmetric per block of 16: each minimum within
+    half a step of its block's range / 255 (lossy; the int8-compute rung is lossy already)."""
+    minimums = minimums_t.T.astype(np.float32)
+    N, K = minimums.shape
+    blocks = -(-K // MINIMUM_BLOCK)
+    padded = np.zeros((N, blocks * MINIMUM_BLOCK), np.float32)
+    padded[:, :K] = minimums
+    padded = padded.reshape(N, blocks, MINIMUM_BLOCK)
+    low, high = np.minimum(padded.min(-1), 0), np.maximum(padded.max(-1), 0)
+    scales = ((high - low) / 255).astype(np.float32)
+    scales[scales == 0] = 1
+    zero_points = np.clip(np.round(-low / scales), 0, 255).astype(np.uint8)
+    codes = np.clip(np.round(padded / scales[..., None]) + zero_points[..., None], 0, 255).astype(np.uint8)
+    return codes, scales, zero_points
+
+
 def matmul_nbits_nodes(init: NBitsInitializers, x: str, y: str, prefix: str, accuracy_level: int = 0,
-                       rank: int = 3, min_term: bool = True, block_sums: str | None = None) -> tuple[list, list]:
+                       rank: int = 3, min_term: bool = True, block_sums: str | None = None,
+                       minimum_bits: int = 32) -> tuple[list, list]:
     """ONNX nodes and initializers computing y = x @ W.T: MatMulNBits on d·(q − zp), then for Q4_1
     + ReduceSum(x in blocks of 32) @ minimums_t. `rank` is x's rank (the block reshape keeps its
     leading dims). `block_sums`: the name of x's block sums already computed for another weight
     with the same input (gate and up); otherwise they are computed here as f"{prefix}/block_sums".
     `min_term=False` leaves the minimum out (the benchmark's float-zero-point form folds it into
-    the zero points instead)."""
+    the zero points instead). `minimum_bits=8` reads the minimums as 8-bit (`minimums_8bit`): the
+    fp32 minimums were a sixth of the bytes a decoding step reads (experiments/gguf-int8-m8)."""
     from onnx import helper, numpy_helper
 
     names = {key: f"{prefix}/{key}" for key in ("B", "scales", "zero_points", "minimums_t", "shape", "axes")}
@@ -239,7 +262,6 @@ def matmul_nbits_nodes(init: NBitsInitializers, x: str, y: str, prefix: str, acc
                               name=f"{prefix}/MatMulNBits", domain="com.microsoft", K=init.K, N=init.N,
                               bits=init.bits, block_size=BLOCK, accuracy_level=accuracy_level)]
     if with_min:
-        initializers.append(numpy_helper.from_array(init.minimums_t, names["minimums_t"]))
         if block_sums is None:
             block_sums = f"{prefix}/block_sums"
             initializers += [numpy_helper.from_array(np.array([0] * (rank - 1) + [init.K // BLOCK, BLOCK], np.int64),
@@ -248,7 +270,18 @@ def matmul_nbits_nodes(init: NBitsInitializers, x: str, y: str, prefix: str, acc
             nodes += [helper.make_node("Reshape", [x, names["shape"]], [f"{prefix}/blocks"], name=f"{prefix}/Reshape"),
                       helper.make_node("ReduceSum", [f"{prefix}/blocks", names["axes"]], [block_sums],
                                        name=f"{prefix}/ReduceSum", keepdims=0)]
-        nodes += [helper.make_node("MatMul", [block_sums, names["minimums_t"]], [f"{prefix}/min_term"],
-                                   name=f"{prefix}/MinMatMul"),
-                  helper.make_node("Add", [product, f"{prefix}/min_term"], [y], name=f"{prefix}/Add")]
+        if minimum_bits == 32:
+            initializers.append(numpy_helper.from_array(init.minimums_t, names["minimums_t"]))
+            nodes.append(helper.make_node("MatMul", [block_sums, names["minimums_t"]], [f"{prefix}/min_term"],
+                                          name=f"{prefix}/MinMatMul"))
+        else:
+            codes, scales, zero_points = minimums_8bit(init.minimums_t)
+            minimum = {key: f"{prefix}/minimums_{key}" for key in ("B", "scales", "zero_points")}
+            initializers += [numpy_helper.from_array(codes, minimum["B"]), numpy_helper.from_array(scales, minimum["scales"]),
+                             numpy_helper.from_array(zero_points, minimum["zero_points"])]
+            nodes.append(helper.make_node("MatMulNBits", [block_sums, minimum["B"], minimum["scales"], minimum["zero_points"]],
+                                          [f"{prefix}/min_term"], name=f"{prefix}/MinMatMulNBits", domain="com.microsoft",
+                                          K=init.minimums_t.shape[0], N=init.N, bits=8, block_size=MINIMUM_BLOCK,
+                                          accuracy_level=accuracy_level))
+        nodes.append(helper.make_node("Add", [product, f"{prefix}/min_term"], [y], name=f"{prefix}/Add"))
     return nodes, initializers

@@ -51,5 +51,10 @@ def record(preset_name: str, variant_name: str, source_sha256: str, rejected: li
     path.write_text(json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
 
 
+ADDED_FIELDS = {"minimum_bits": 32}  # recipe fields added after records were written: at their default, left out
+
+
 def canonical(recipe: dict) -> str:
-    return json.dumps(recipe, sort_keys=True)
+    """The recipe's key in the record; a field added later is left out at its default, so that the
+    records written before it still name the same rungs."""
+    return json.dumps({k: v for k, v in recipe.items() if ADDED_FIELDS.get(k, object()) != v}, sort_keys=True)
