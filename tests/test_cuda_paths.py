@@ -67,7 +67,32 @@ def test_the_cuda_report_judges_each_promise_and_says_what_did_not_work():
     assert "NVIDIA H100 80GB HBM3" in qa
     generation = markdown(_record("generation", {
         "baseline": {"source": "baseline (CPU)", "prompts": 8, "token_agreement": 0.97, "identical_texts": 6}}))
-    assert "| baseline | baseline (CPU) | 8 | 97.0 % | 6/8 | **missed** |" in generation
+    assert "| baseline | baseline (CPU) | not measured | — | 8 | 97.0 % | 6/8 | **missed** |" in generation  # an old record
+    generation = markdown(_record("generation", {
+        "optimized": {"source": "baseline (CPU)", "prompts": 8, "token_agreement": 0.87, "identical_texts": 7,
+                      "paragraphs": 40, "perplexity": 22.3, "source_perplexity": 22.1, "perplexity_ratio": 1.009,
+                      "perplexity_ratio_ci95": [1.001, 1.016]},
+        "pruned-optimized": {"source": "pruned (CPU)", "prompts": 8, "token_agreement": 1.0, "identical_texts": 8,
+                             "paragraphs": 40, "perplexity": 27.0, "source_perplexity": 25.7, "perplexity_ratio": 1.05,
+                             "perplexity_ratio_ci95": [1.03, 1.07]}}))
+    assert "| optimized | baseline (CPU) | 22.30 (22.10) | 1.009x (1.001-1.016x) | 8 | 87.0 % | 7/8 | kept |" in generation
+    assert "| pruned-optimized | pruned (CPU) | 27.00 (25.70) | 1.050x (1.030-1.070x) | 8 | 100.0 % | 8/8 | **missed** |" in generation
+
+
+def test_cuda_generation_rows_are_judged_on_perplexity_beside_token_agreement(built_presets):
+    """The CUDA bench's generation check (optimize/bench/cuda.py), run here on the CPU runners: the paired
+    perplexity ratio against the source, and agreement beside it; a runner against itself reads exactly 1."""
+    from models.showdown import Showdown
+    from optimize.bench.cuda import CudaBenchConfig, generation_agreement
+
+    showdown = Showdown(presets=dict(built_presets))
+    baseline, optimized = showdown.runner("generation", "baseline"), showdown.runner("generation", "optimized")
+    measured = generation_agreement({"baseline": baseline, "optimized": optimized}, {"baseline": baseline},
+                                    CudaBenchConfig(agreement_prompts=2, agreement_tokens=8))
+    assert measured["baseline"]["perplexity_ratio"] == 1.0 and measured["baseline"]["token_agreement"] == 1.0
+    assert measured["optimized"]["paragraphs"] > 0 and measured["optimized"]["perplexity"] > 1.0
+    low, high = measured["optimized"]["perplexity_ratio_ci95"]
+    assert low <= measured["optimized"]["perplexity_ratio"] <= high
 
 
 def test_bench_cuda_refuses_clearly_without_a_gpu():

@@ -199,10 +199,16 @@ def generation_timings(runners: dict[str, Runner], config: CudaBenchConfig) -> l
 
 
 def generation_agreement(runners: dict[str, Runner], sources: dict[str, Runner], config: CudaBenchConfig) -> dict[str, dict]:
-    """Share of greedy new tokens equal to the CPU source's at the same position, and identical texts."""
+    """Perplexity on the held-out paragraphs against the CPU source's (the paired ratio and its interval: FP16,
+    like INT8, promises its source's quality, not its texts), and beside it the share of greedy new tokens
+    equal to the source's at the same position, and identical texts."""
+    from optimize.evaluate.accuracy import heldout_paragraphs, perplexity, text_nll
     from optimize.evaluate.heldout import PROMPTS
+    from optimize.evaluate.intervals import paired_ratio
 
     prompts = PROMPTS[: config.agreement_prompts]
+    paragraphs = heldout_paragraphs() or []
+    source_nll = {name: text_nll(runner, paragraphs) for name, runner in sources.items()} if paragraphs else {}
 
     def continuation(runner: Runner, prompt: str) -> list[int]:
         text = generation.generate(runner, prompt, config.agreement_tokens)["text"]
@@ -222,6 +228,12 @@ def generation_agreement(runners: dict[str, Runner], sources: dict[str, Runner],
             identical += mine == reference
         out[name] = {"source": f"{source} (CPU, PyTorch fp32)", "prompts": len(prompts), "token_agreement": equal / total,
                      "identical_texts": identical}
+        if source in source_nll:
+            nll = text_nll(runner, paragraphs)
+            ratio = paired_ratio(source_nll[source], nll)
+            out[name] |= {"paragraphs": len(paragraphs), "perplexity": perplexity(nll=nll),
+                          "source_perplexity": perplexity(nll=source_nll[source]),
+                          "perplexity_ratio": ratio["ratio"], "perplexity_ratio_ci95": ratio["ci95"]}
         log.info("generation agreement of %s: %.3f", name, equal / total)
     return out
 
