@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 
 # How far a measure may move between CPUs with the same bytes before it counts as a disagreement,
 # where the record carries no interval: float rounding flips a few answers or tokens, no more.
-POINTS = {"overall_f1": 1.0, "forced_f1": 1.0, "everyday_f1": 2.5, "agreement_pct": 1.0,
+POINTS = {"validation_f1": 1.0, "validation_forced_f1": 1.0,  # what QA's gates read (issue 48)
+          "overall_f1": 1.0, "forced_f1": 1.0, "everyday_f1": 2.5, "agreement_pct": 1.0,
           "identical_continuations_pct": 5.0, "instruction_pct": 5.0}
 RELATIVE = {"perplexity": 0.01, "reference_perplexity": 0.01}
 INTERVALS = {"reading_f1": "reading_f1_ci95", "reference_reading_f1": "reference_reading_f1_ci95"}

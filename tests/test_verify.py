@@ -11,6 +11,9 @@ def test_a_measure_outside_its_recorded_interval_or_tolerance_disagrees():
     verdicts = {f.measure: f.verdict for f in compare("pruned", recorded, here)}
     assert verdicts == {"reading_f1": "agrees", "overall_f1": "disagrees", "perplexity": "agrees"}
     assert {f.measure: f.verdict for f in compare("pruned", recorded, {"reading_f1": 14.0})} == {"reading_f1": "disagrees"}
+    gated = {"validation_f1": 70.2, "validation_forced_f1": 84.9}  # what QA's gates read is compared too
+    verdicts = {f.measure: f.verdict for f in compare("optimized", gated, {"validation_f1": 70.4, "validation_forced_f1": 83.1})}
+    assert verdicts == {"validation_f1": "agrees", "validation_forced_f1": "disagrees"}
 
 
 def test_no_record_is_read_while_verifying(tmp_path, monkeypatch):
