@@ -55,7 +55,6 @@ def fold_constants(model):
     """Replace each standard-domain node whose inputs are all constants (and each Shape of a static
     shape) by its outputs, computed by ONNX's reference evaluator (any dtype, FP16 included), in
     graph order so that chains fold whole."""
-    import numpy as np
     from onnx import defs, numpy_helper
     from onnx.reference import ReferenceEvaluator
 
@@ -104,11 +103,12 @@ class StaticEncoder:
             self.buffers[value.name] = onnxruntime.OrtValue.ortvalue_from_numpy(self.host[value.name], self.device, 0)
             self.binding.bind_ortvalue_input(value.name, self.buffers[value.name])
         self.output_names = [o.name for o in self.session.get_outputs() if o.name in ("start_logits", "end_logits")]
+        self.outputs = []  # bound once, kept alive here; copy_outputs_to_cpu answers in this (bound) order
         for output in self.session.get_outputs():
-            if output.name in self.output_names:  # copy_outputs_to_cpu answers in this (bound) order
+            if output.name in self.output_names:
                 dtype = np.float16 if output.type == "tensor(float16)" else np.float32
-                buffer = onnxruntime.OrtValue.ortvalue_from_shape_and_type([1, width], dtype, self.device, 0)
-                self.binding.bind_ortvalue_output(output.name, buffer)
+                self.outputs.append(onnxruntime.OrtValue.ortvalue_from_shape_and_type([1, width], dtype, self.device, 0))
+                self.binding.bind_ortvalue_output(output.name, self.outputs[-1])
         self.session.run_with_iobinding(self.binding)  # the first runs: ONNX Runtime captures the graph on them
         self.lock = threading.Lock()  # one set of bound buffers: concurrent calls (the app's threads) take turns
 
