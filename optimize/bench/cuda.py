@@ -16,7 +16,7 @@ import logging
 import math
 import platform
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -92,9 +92,7 @@ def cuda_runners(task: Task) -> tuple[dict[str, Runner], dict[str, str]]:
 def without_cuda_graph(runner: Runner) -> Runner:
     from models.runners import OnnxQA, session_options
 
-    model = OnnxQA(Path(runner.path), session_options(), "CUDAExecutionProvider", cuda_graph=False)
-    return Runner(task=runner.task, variant=runner.variant, runtime=runner.runtime, path=runner.path,
-                  tokenizer=runner.tokenizer, model=model, qa_config=runner.qa_config)
+    return replace(runner, model=OnnxQA(Path(runner.path), session_options(), "CUDAExecutionProvider", cuda_graph=False))
 
 
 def cuda_graphs(runners: dict[str, Runner]) -> dict[str, str]:
