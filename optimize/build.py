@@ -103,7 +103,7 @@ def _build_onnx(target: BuildTarget, recipe: OnnxRecipe | None, force: bool, pro
     inputs = target.inputs
     rejected: list[dict] = []
     measured = evaluate and strict and not cuda  # only a gated CPU build's rejections are worth recording
-    known = ladder_record.known_rejections(preset.name, variant_name, inputs["source_sha256"]) if measured else {}
+    known = ladder_record.known_rejections(preset.name, variant_name, inputs["source_sha256"], inputs.get("gated_on")) if measured else {}
     with tempfile.TemporaryDirectory(prefix="ladder-") as shared:  # graphs the rungs have in common, made once
         for index, candidate in enumerate(ladder):
             recorded = None if full_ladder else known.get(ladder_record.canonical(inputs["recipes"][index]))
@@ -116,7 +116,7 @@ def _build_onnx(target: BuildTarget, recipe: OnnxRecipe | None, force: bool, pro
             try:
                 built = _build_onnx_once(target, candidate, cuda, progress, evaluate, strict, rejected, Path(shared))
                 if measured and full_ladder:
-                    ladder_record.record(preset.name, variant_name, inputs["source_sha256"], rejected, cpu_name())
+                    ladder_record.record(preset.name, variant_name, inputs["source_sha256"], rejected, cpu_name(), inputs.get("gated_on"))
                 return built
             except (GateFailed, UnsupportedArchitecture) as error:  # missed its gates, or cannot apply here
                 if index == len(ladder) - 1:
@@ -259,7 +259,7 @@ def _build_assembled(target: BuildTarget, force: bool, progress: Progress, evalu
     recipe_dir = REPO_ROOT / variant.recipe_dir
     if not (recipe_dir / DELTA_FILE).exists():
         raise FileNotFoundError(f"No pruning plan at {variant.recipe_dir}; run `python -m optimize prune --task {target.preset.task}`.")
-    target = target.with_inputs(recipe_sha256=source_fingerprint(recipe_dir))
+    target = target.with_inputs(recipe_sha256=source_fingerprint(recipe_dir), **gate_inputs(target.preset.task))
     if target.up_to_date(force, progress):
         return target.directory
     plan = json.loads((recipe_dir / PLAN_FILE).read_text())

@@ -22,7 +22,7 @@ from models.manifest import read_manifest
 from models.reports import REPORTS_DIR
 from models.runners import cpu_threads
 from models.sources import resolve
-from optimize.evaluate import accuracy, gates
+from optimize.evaluate import accuracy, gates, records
 
 log = logging.getLogger(__name__)
 
@@ -63,31 +63,34 @@ def compare(variant: str, recorded: dict, here: dict) -> list[Finding]:
 
 @contextlib.contextmanager
 def no_records() -> Iterator[None]:
+    """No record read; inside it each model is measured once (a baseline is two variants' source)."""
     previous = os.environ.get("SHOWDOWN_NO_RECORDS")
     os.environ["SHOWDOWN_NO_RECORDS"] = "1"
+    records.MEASURED_HERE.clear()
     try:
         yield
     finally:
+        records.MEASURED_HERE.clear()
         os.environ.pop("SHOWDOWN_NO_RECORDS") if previous is None else os.environ.update(SHOWDOWN_NO_RECORDS=previous)
 
 
 def verify_preset(preset: Preset, progress: Callable[[str], None] = log.info) -> list[Finding]:
     findings = []
-    for spec in preset.variants:
-        directory = preset.built_dir(spec.name)
-        manifest = read_manifest(directory) if spec.source.kind == "built" else None
-        if not manifest or not manifest.get("metrics") or not spec.built_from:
-            continue
-        recorded = manifest["metrics"]
-        promise = gates.promise_of(spec.runtime, recorded)
-        progress(f"{preset.name}/{spec.name}: measuring every gate here ({promise}), no record read")
-        started = time.perf_counter()
-        with no_records():
+    with no_records():
+        for spec in preset.variants:
+            directory = preset.built_dir(spec.name)
+            manifest = read_manifest(directory) if spec.source.kind == "built" else None
+            if not manifest or not manifest.get("metrics") or not spec.built_from:
+                continue
+            recorded = manifest["metrics"]
+            promise = gates.promise_of(spec.runtime, recorded)
+            progress(f"{preset.name}/{spec.name}: measuring every gate here ({promise}), no record read")
+            started = time.perf_counter()
             here = accuracy.measure(preset, directory, spec.name, resolve(preset, preset.variant(spec.built_from)), promise)
-        findings += compare(spec.name, recorded, here)
-        findings += [Finding(spec.name, miss, None, None, "gate missed here")
-                     for miss in gates.failures(preset.task, spec.runtime, {**here, "promise": promise})]
-        progress(f"{preset.name}/{spec.name}: done in {time.perf_counter() - started:.0f} s")
+            findings += compare(spec.name, recorded, here)
+            findings += [Finding(spec.name, miss, None, None, "gate missed here")
+                         for miss in gates.failures(preset.task, spec.runtime, {**here, "promise": promise})]
+            progress(f"{preset.name}/{spec.name}: done in {time.perf_counter() - started:.0f} s")
     return findings
 
 

@@ -208,11 +208,12 @@ def test_a_generation_build_is_measured_against_its_source_with_intervals(tiny_l
 @requires_squad()
 def test_a_rung_recorded_as_rejected_for_the_same_source_is_not_measured_again(tiny_qa_dir):
     """The ladder's record (optimize/quantize/ladder_record.py): a recorded rejection of rung 1 for this
-    source skips it, and the manifest lists it as recorded, not re-measured; `full_ladder` measures
+    source, gated on the same data, skips it (one gated on other data does not), and the manifest lists it as recorded, not re-measured; `full_ladder` measures
     every rung again and rewrites the record with what it found."""
     from dataclasses import asdict
 
     from models.manifest import source_fingerprint
+    from optimize.evaluate.gates import gate_inputs
     from optimize.quantize import ladder_record
     from optimize.quantize.recipes import recipe_ladder
     from tests.tiny import tiny_preset
@@ -220,8 +221,11 @@ def test_a_rung_recorded_as_rejected_for_the_same_source_is_not_measured_again(t
     preset = tiny_preset("qa", tiny_qa_dir, name="tiny-qa-ladder-record")
     first = json.loads(json.dumps(asdict(recipe_ladder("qa")[0])))
     missed = "tiny-qa-ladder-record/optimized missed its accuracy gate: held-out F1 9.0 is 2.0 below its source"
-    ladder_record.record(preset.name, "optimized", source_fingerprint(tiny_qa_dir),
-                         [{"recipe": first, "missed": missed, "gates_missed": ["F1 2.0 below"]}], "a test CPU")
+    gated_on = gate_inputs("qa")["gated_on"]
+    rejection = [{"recipe": first, "missed": missed, "gates_missed": ["F1 2.0 below"]}]
+    ladder_record.record(preset.name, "optimized", source_fingerprint(tiny_qa_dir), rejection, "a test CPU", "other articles")
+    assert ladder_record.known_rejections(preset.name, "optimized", source_fingerprint(tiny_qa_dir), gated_on) == {}
+    ladder_record.record(preset.name, "optimized", source_fingerprint(tiny_qa_dir), rejection, "a test CPU", gated_on)
 
     metrics = read_manifest(build_onnx(preset, "optimized"))["metrics"]
     [skipped] = metrics["rejected_recipes"]
@@ -230,7 +234,7 @@ def test_a_rung_recorded_as_rejected_for_the_same_source_is_not_measured_again(t
 
     metrics = read_manifest(build_onnx(preset, "optimized", force=True, full_ladder=True))["metrics"]
     assert all("not measured again" not in r["missed"] for r in metrics.get("rejected_recipes", []))
-    recorded = ladder_record.known_rejections(preset.name, "optimized", source_fingerprint(tiny_qa_dir))
+    recorded = ladder_record.known_rejections(preset.name, "optimized", source_fingerprint(tiny_qa_dir), gated_on)
     assert {r["missed"] for r in recorded.values()} == {r["missed"] for r in metrics.get("rejected_recipes", [])}
 
 

@@ -75,5 +75,6 @@ def test_a_models_score_is_recorded_once_then_read_and_marked_as_read_and_verify
     assert {k: again[k] for k in first} == first
     with no_records():
         assert "recorded" not in instructions.recorded("tiny-yours", model, load) and len(loads) == 2
+        assert instructions.recorded("tiny-yours", model, load) and len(loads) == 2  # once per verify run
     (model / "extra.json").write_text("{}")  # other files: another model
     assert "recorded" not in instructions.recorded("tiny-yours", model, load) and len(loads) == 3

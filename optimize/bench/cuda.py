@@ -197,15 +197,15 @@ def generation_timings(runners: dict[str, Runner], config: CudaBenchConfig) -> l
 
 
 def generation_agreement(runners: dict[str, Runner], sources: dict[str, Runner], config: CudaBenchConfig) -> dict[str, dict]:
-    """Perplexity on the held-out paragraphs against the CPU source's (the paired ratio and its interval: FP16,
+    """Perplexity on the validation paragraphs against the CPU source's (the paired ratio and its interval: FP16,
     like INT8, promises its source's quality, not its texts), and beside it the share of greedy new tokens
     equal to the source's at the same position, and identical texts."""
-    from optimize.evaluate.accuracy import heldout_paragraphs, perplexity, text_nll
+    from optimize.evaluate.accuracy import perplexity, text_nll, validation_paragraphs
     from optimize.evaluate.heldout import PROMPTS
     from optimize.evaluate.intervals import paired_ratio
 
     prompts = PROMPTS[: config.agreement_prompts]
-    paragraphs = heldout_paragraphs() or []
+    paragraphs = validation_paragraphs() or []
     source_nll = {name: text_nll(runner, paragraphs) for name, runner in sources.items()} if paragraphs else {}
 
     def continuation(runner: Runner, prompt: str) -> list[int]:

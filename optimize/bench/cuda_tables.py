@@ -6,7 +6,7 @@ NO_GRAPH = ", no CUDA graph"  # an ONNX QA variant on its dynamic session, besid
 
 QA_PROMISE = ("FP16 promises the same model as its fp32 CPU source: the same answer on at least 98 % of "
               "validation questions (interval shown) and SQuAD 2.0 F1 within 1 point")
-GENERATION_PROMISE = ("FP16, like INT8, promises its fp32 CPU source's quality: perplexity on the held-out paragraphs "
+GENERATION_PROMISE = ("FP16, like INT8, promises its fp32 CPU source's quality: perplexity on the validation paragraphs "
                       "within 1.03x of the source's (the paired ratio, paragraphs resampled for its interval); greedy "
                       "tokens equal at the same position are shown beside it (a divergence early in a text counts every "
                       "token after it). A record without perplexity is judged as it was measured: at least 98 % of "

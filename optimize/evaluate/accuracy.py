@@ -5,7 +5,8 @@ four validation articles (`threshold_split`), forced-span EM/F1 on their answera
 the share of answerable questions where the variant picks the same span as its source; the same two F1s on the
 validation articles, which the gates read (the test articles decide nothing). Generation: teacher-forced
 greedy next-token agreement with the source on the source's own greedy continuations of held-out
-prompts, perplexity on held-out Wikipedia paragraphs (SQuAD test articles), and for an ONNX export
+prompts, perplexity on Wikipedia paragraphs of generation's validation set (the reading set's articles,
+never the QA test articles: experiments/perplexity-on-validation/RULE.md), and for an ONNX export
 the share of prompts whose own 64-token greedy continuation is the source's, token for token
 (what a visitor sees: one early flip changes the rest of the text).
 """
@@ -33,7 +34,7 @@ from optimize.evaluate.squad_metrics import HeldOut
 
 log = logging.getLogger("optimize.evaluate.accuracy")
 CONTINUATION_TOKENS = 64
-PERPLEXITY_PARAGRAPHS = 24
+PERPLEXITY_PARAGRAPHS = 48
 PERPLEXITY_MAX_TOKENS = 256
 
 
@@ -153,11 +154,15 @@ def perplexity(runner: Runner | None = None, texts: list[str] | None = None,
     return math.exp(sum(n for n, _ in nll) / sum(c for _, c in nll))
 
 
-def heldout_paragraphs() -> list[str] | None:
-    data = test_examples()
-    if data is None:
+def validation_paragraphs() -> list[str] | None:
+    """`PERPLEXITY_PARAGRAPHS` paragraphs spread evenly over the reading set's articles, which no
+    generation model was trained, tuned or chosen on; None without that data."""
+    if not reading.available():
+        log.warning("SQuAD data not found at %s: perplexity not measured", squad.MORE_DEV_PATH)
         return None
-    return list(dict.fromkeys(e.context for e in data))[:PERPLEXITY_PARAGRAPHS]
+    paragraphs = list(dict.fromkeys(e.context for e in reading.questions()))
+    step = len(paragraphs) / PERPLEXITY_PARAGRAPHS
+    return [paragraphs[int(i * step)] for i in range(min(PERPLEXITY_PARAGRAPHS, len(paragraphs)))]
 
 
 def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Callable[[], Runner],
@@ -168,14 +173,14 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
     `preset_name`: reading comprehension is measured too (recorded per model: optimize/evaluate/reading.py),
     on the first `reading_questions` held-out questions (default all)."""
     exact = promise == "exact"
-    paragraphs = heldout_paragraphs()
+    paragraphs = validation_paragraphs()
 
     def reference_side() -> dict:
         reference = load_reference()
         return {"sequences": [s.tolist() for s in greedy_continuations(reference)],
                 "paragraph_nll": text_nll(reference, paragraphs) if paragraphs else None}
 
-    cached = reference_cache(reference_path, f"generation-v2-{_prompts_key()}", reference_side)
+    cached = reference_cache(reference_path, f"generation-v3-{_prompts_key(paragraphs)}", reference_side)
     sequences = [torch.tensor(s) for s in cached["sequences"]]
     prompt_lengths = [chat_prompt(runner.tokenizer, p).shape[1] for p in PROMPTS]
     # agreement gates an exact export, and a lossy one where reading comprehension is not measured (optimize/evaluate/gates.py)
@@ -268,9 +273,9 @@ def _everyday_key() -> str:
     return hashlib.sha256(squad.EVERYDAY_PATH.read_bytes()).hexdigest()[:8]
 
 
-def _prompts_key() -> str:
-    """The reference continuations depend on the held-out prompts and their length, not just the weights."""
-    return content_key([PROMPTS, CONTINUATION_TOKENS])
+def _prompts_key(paragraphs: list[str] | None) -> str:
+    """The reference side depends on the held-out prompts, their length and the perplexity paragraphs, not just the weights."""
+    return content_key([PROMPTS, CONTINUATION_TOKENS, paragraphs, PERPLEXITY_MAX_TOKENS])
 
 
 def threshold_split(source: Path) -> squad.ArticleSplit:

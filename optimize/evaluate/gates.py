@@ -203,8 +203,10 @@ def beside_reference(metrics: dict, reference: dict) -> dict:
 
 def gate_inputs(task: str) -> dict:
     """What a build's manifest records about what its gates read, so that a variant gated before a change
-    of gated set is built and measured again (QA moved from the test articles to validation, issue 48)."""
-    return {"gated_on": "validation articles"} if task == "qa" else {}
+    of gated set is built and measured again (QA moved from the test articles to validation, issue 48;
+    generation's perplexity from the QA test articles' paragraphs to the reading set's:
+    experiments/perplexity-on-validation/RULE.md)."""
+    return {"gated_on": "validation articles" if task == "qa" else "reading-set paragraphs (squad-v2-dev-more)"}
 
 
 def _qa_drops(metrics: dict, allowed: float, reference: str) -> list[str]:

@@ -40,6 +40,9 @@ def records_off() -> bool:
     return os.environ.get("SHOWDOWN_NO_RECORDS") == "1"
 
 
+MEASURED_HERE: dict[str, dict] = {}  # records off: what this verify run measured, by model and set (optimize/verify.py)
+
+
 def model_record(preset_name: str, directory: Path, committed: Path, user_file: str, set_key: str,
                  measure: Callable[[], dict], to_entry: Callable[[dict], dict], from_entry: Callable[[dict], dict],
                  measure_again: bool = False) -> dict:
@@ -47,10 +50,13 @@ def model_record(preset_name: str, directory: Path, committed: Path, user_file: 
     questions or prompts, and how they are asked): the same bytes give the same greedy answers, so
     it is read from the record when these exact files were measured on this set, with "recorded"
     saying when and on which CPU; otherwise `measure()` runs here and the record keeps it
-    (`to_entry`/`from_entry` convert). `optimize verify` (records off) measures and writes nothing."""
-    if records_off():
-        return measure()
+    (`to_entry`/`from_entry` convert). `optimize verify` (records off) writes nothing and reads no
+    record: it measures each model once per process (a baseline is the source of two variants)."""
     key = f"{source_fingerprint(directory)[:16]}-{set_key}"
+    if records_off():
+        if key not in MEASURED_HERE:
+            MEASURED_HERE[key] = measure()
+        return MEASURED_HERE[key]
     path = record_path(preset_name, committed, user_file)
     entries = json.loads(path.read_text()) if path.exists() else {}
     if key in entries and not measure_again:

@@ -3,7 +3,8 @@ The built-in presets' record is committed with the project (a fresh machine's fi
 those minutes: issue 29); a user preset's lives with its artifacts.
 
 A recorded rejection is reused only for the same preset and variant, the same source weights
-(sha256), the same recipe and the same instruction-set class of CPU (the INT8 kernels differ by it).
+(sha256), the same recipe, the same instruction-set class of CPU (the INT8 kernels differ by it) and
+the same gated sets (`gated_on`: a rejection decided on other data decides nothing now).
 The manifest lists it with its recorded measures and says it was not re-measured. `build
 --full-ladder` measures every rung again and rewrites the record.
 """
@@ -29,10 +30,14 @@ def _read(path: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def known_rejections(preset_name: str, variant_name: str, source_sha256: str) -> dict[str, dict]:
-    """Recorded rejected rungs for this source on this CPU class, by canonical recipe JSON."""
+def known_rejections(preset_name: str, variant_name: str, source_sha256: str, gated_on: str | None = None) -> dict[str, dict]:
+    """Recorded rejected rungs for this source on this CPU class and these gated sets, by canonical recipe JSON."""
     entry = _read(record_path(preset_name, RECORD, "ladder-record.json")).get(_key(preset_name, variant_name))
     if not entry:
+        return {}
+    if entry.get("gated_on") != gated_on:
+        log.warning("%s: the ladder record was gated on other data (%s), so every rung is measured",
+                    _key(preset_name, variant_name), entry.get("gated_on", "the QA test articles"))
         return {}
     if entry["source_sha256"] != source_sha256:  # the source was retrained after the record
         log.warning("%s: the ladder record for this CPU class (%s) is for other source weights, so every rung "
@@ -42,10 +47,12 @@ def known_rejections(preset_name: str, variant_name: str, source_sha256: str) ->
     return {canonical(rejected["recipe"]): {**rejected, "recorded": entry["measured"]} for rejected in entry["rejected"]}
 
 
-def record(preset_name: str, variant_name: str, source_sha256: str, rejected: list[dict], cpu: str) -> None:
+def record(preset_name: str, variant_name: str, source_sha256: str, rejected: list[dict], cpu: str,
+           gated_on: str | None = None) -> None:
     path = record_path(preset_name, RECORD, "ladder-record.json")
     entries = _read(path)
     entries[_key(preset_name, variant_name)] = {"source_sha256": source_sha256, "measured": f"{date.today()}, {cpu} ({isa()})",
+                                                **({"gated_on": gated_on} if gated_on else {}),
                                                 "rejected": [r for r in rejected if "recorded" not in r]}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
