@@ -37,7 +37,8 @@ training: SQuAD 2.0 EM/F1 (overall, answerable, unanswerable) with each variant'
 verifier and threshold (and, beside it, F1 with the null margin alone deciding), and SQuAD
 1.1-style forced-span EM/F1 on the answerable questions; plus F1 on 42 hand-written questions about
 everyday texts, 4 of them unanswerable (`optimize/evaluate/everyday_qa.json`). Generation:
-perplexity on held-out Wikipedia text, reading-comprehension F1 (held-out SQuAD questions asked
+perplexity on 48 Wikipedia paragraphs of the reading set's articles (validation: no generation model
+was trained or chosen on them), reading-comprehension F1 (held-out SQuAD questions asked
 about their paragraph, with a 95 % interval), the score on a public 60-prompt instruction set
 (`optimize/evaluate/instruction_set.json`), and greedy agreement with the source. Each variant
 keeps one promise, and the build publishes nothing that misses its gate:

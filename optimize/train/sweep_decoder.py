@@ -4,7 +4,7 @@ For each (dropped layers, kept FFN neurons per layer, share of all FFN neurons r
 ranked as the pruning stage ranks them (block influence, neuron activation x weight norm, on the
 baseline's answers to training prompts): greedy next-token agreement with the baseline on the
 baseline's answers to 64 training prompts kept out of the neuron ranking ("validation", where the
-default is chosen) and on the held-out prompts (the gate's), perplexity ratio on held-out Wikipedia, and
+default is chosen) and on the held-out prompts (the gate's), perplexity ratio on the reading set's paragraphs, and
 PyTorch fp32 greedy tokens/s (all configs in one process). This is the damage recovery has to
 repair. (Pruned decoders are gated on perplexity and reading comprehension after recovery; the
 default 6-layer cut and the recovered alternatives are in docs/gpu-runs.md.)
