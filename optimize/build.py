@@ -76,8 +76,12 @@ class BuildTarget:
 
 def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = None, force: bool = False,
                progress: Progress = log.info, evaluate: bool = True, strict: bool = True,
-               full_ladder: bool = False) -> Path:
-    return _build_onnx(BuildTarget.resolve(preset, variant_name), recipe, force, progress, evaluate, strict, full_ladder)
+               full_ladder: bool = False, directory: Path | None = None) -> Path:
+    """`directory`: publish somewhere other than the variant's own folder (a rung the bench shows
+    beside the one that ships, gated on its own promise)."""
+    target = BuildTarget.resolve(preset, variant_name)
+    target = replace(target, directory=directory) if directory else target
+    return _build_onnx(target, recipe, force, progress, evaluate, strict, full_ladder)
 
 
 def _build_onnx(target: BuildTarget, recipe: OnnxRecipe | None, force: bool, progress: Progress, evaluate: bool,

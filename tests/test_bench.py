@@ -97,6 +97,20 @@ def test_optimized_is_compared_with_llama_cpp_on_decode_overall_and_first_token(
     assert "| generation, ~128-token prompt | llama.cpp | 800.0 | 820.0 | 64 | 75.0 | 430 | 100.0 | 300 |" in table
 
 
+def test_the_exact_rung_shows_what_the_lossy_optimized_buys():
+    """Issue 53: `optimized`'s exact rung stands in the bench beside it, with its decode rate against
+    `optimized`'s and llama.cpp's (shown, not targets)."""
+    from optimize.bench.tables import EXACT_RUNG
+
+    rows = [Result("generation, ~128-token prompt", name, 700.0, 720.0, tokens_per_s=90.0, ttft_ms=150.0,
+                   decode_tokens_per_s=rate) for name, rate in (("optimized", 120.0), (EXACT_RUNG, 80.0), ("llama.cpp", 125.0))]
+    measured = ratios(rows)
+    assert measured["optimized_decode_vs_exact_rung"] == 1.5
+    assert measured["exact_rung_decode_vs_llama_cpp"] == 0.64
+    table = markdown(Bench(machine={"cpu": "test cpu", "cores": 2, "threads": 2}, config={}, results=rows, ratios=measured))
+    assert "| optimized_decode_vs_exact_rung | 1.50x | (for reference) |" in table
+
+
 def test_pruned_optimized_decoding_is_compared_with_optimized_against_issue_28s_target():
     rows = [r for r in results() if r.contender != "pruned-optimized" or r.workload.startswith("QA")] + [
         Result("generation, ~128-token prompt", "optimized", 700.0, 720.0, tokens_per_s=90.0, decode_tokens_per_s=100.0),

@@ -134,6 +134,21 @@ def _llama_cpp_worker(connection, gguf: str, threads: int) -> None:
         connection.send({"ids": new_ids, "ttft_s": stamps[0] - started, "model_s": stamps[-1] - started})
 
 
+def exact_rung_dir(preset) -> Path | None:
+    """The exact rung of a GGUF decoder's ladder (the GGUF's own 4-bit weights, fp32 compute: the
+    baseline's greedy text), built once into the artifacts cache and gated on its exact promise, so
+    the bench shows what the lossy `optimized` trades for its speed (issue 53). None where the
+    preset has no GGUF."""
+    from optimize.build import build_onnx
+    from optimize.export.gguf_graft import source_gguf
+    from optimize.quantize.recipes import named_recipe
+
+    if source_gguf(preset, "optimized") is None:
+        return None
+    return build_onnx(preset, "optimized", named_recipe("generation", "gguf-q4"),
+                      directory=artifacts_root() / "bench" / "generation-exact-rung")
+
+
 def generation_contenders(baseline_dir: Path) -> dict[str, Callable[[str, int], dict]]:
     """optimum INT8 through optimum's ORTModelForCausalLM.generate, timed by the same streamer as
     the project's variants. (PyTorch fp32 with the KV cache is the project's `baseline` row:

@@ -30,14 +30,15 @@ import torch
 from models import generation, qa
 from models.errors import VariantUnavailable
 from models.reports import REPORTS_DIR
-from models.runners import cpu_threads  # the same ORT settings for every contender
+from models.runners import Runner, cpu_threads, load_runner  # the same ORT settings for every contender
 from models.showdown import Showdown
 from models.timing import percentile, timed_rounds
 from optimize.bench.app_timing import FLOOR, bench_app
-from optimize.bench.contenders import generation_contenders, llama_cpp_contender, qa_pipelines
+from optimize.bench.contenders import exact_rung_dir, generation_contenders, llama_cpp_contender, qa_pipelines
 from optimize.bench.tables import (
     GENERATION_PROMPT_WORDS,
     Bench,
+    EXACT_RUNG,
     BenchConfig,
     Result,
     carry_other_tasks,
@@ -155,10 +156,20 @@ def _llama_cpp(showdown: Showdown) -> Iterator[Decoders]:
         yield decoders
 
 
-def bench_generation(showdown: Showdown, config: BenchConfig, llama_cpp: Decoders) -> list[Result]:
+def exact_rung(showdown: Showdown, config: BenchConfig) -> dict[str, Runner]:
+    """`optimized`'s exact rung as one more decoder, for a preset from a GGUF (its ladder has one)."""
+    if not config.exact_rung:
+        return {}
+    directory = exact_rung_dir(showdown.preset("generation"))
+    return {EXACT_RUNG: load_runner("generation", "optimized", "onnxruntime", directory)} if directory else {}
+
+
+def bench_generation(showdown: Showdown, config: BenchConfig, llama_cpp: Decoders, extra: dict[str, Runner]) -> list[Result]:
     baseline = showdown.runner("generation", "baseline")
     prompt = generation_prompt(baseline.tokenizer, config.generation_prompt_tokens)
-    outside = {**generation_contenders(baseline.path), **llama_cpp}
+    outside = {**generation_contenders(baseline.path), **llama_cpp,
+               **{name: (lambda r: lambda p, n, ignore_eos=False: generation.generate(r, p, n, ignore_eos))(runner)
+                  for name, runner in extra.items()}}
     # equal work: every contender writes exactly new_tokens (end-of-sequence ignored, as llama-bench times)
     contenders = {name: (lambda f: lambda: f(prompt, config.new_tokens, True))(f) for name, f in outside.items()}
     for variant in ("baseline", "optimized", "pruned", "pruned-optimized"):
@@ -174,7 +185,7 @@ def bench_generation(showdown: Showdown, config: BenchConfig, llama_cpp: Decoder
     return [_result(workload, name, runs) for name, runs in timings.items()]
 
 
-def greedy_agreement(showdown: Showdown, config: BenchConfig, llama_cpp: Decoders) -> dict[str, dict]:
+def greedy_agreement(showdown: Showdown, config: BenchConfig, llama_cpp: Decoders, extra: dict[str, Runner]) -> dict[str, dict]:
     """How close each decoder's greedy text stays to PyTorch fp32's (`baseline`) on held-out prompts:
     the share of its new tokens equal to the baseline's at the same position, and of identical texts.
     llama.cpp (its own Q4_1 × Q8_1 dot products) stands beside the project's variants."""
@@ -189,6 +200,7 @@ def greedy_agreement(showdown: Showdown, config: BenchConfig, llama_cpp: Decoder
         except VariantUnavailable:
             continue
         decoders[variant] = (lambda r: lambda p, n: generation.generate(r, p, n))(runner)
+    decoders |= {name: (lambda r: lambda p, n: generation.generate(r, p, n))(runner) for name, runner in extra.items()}
 
     def tokens(text: str) -> list[int]:
         return baseline.tokenizer(text, add_special_tokens=False).input_ids
@@ -265,15 +277,17 @@ def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "ge
             bench.memory["http_api_overhead_p50_ms"] = overheads["app (HTTP API, keep-alive)"]
             bench.memory["gradio_client_floor_p50_ms"] = overheads[FLOOR]
     if "generation" in tasks:
+        extra = exact_rung(showdown, config)
         with _llama_cpp(showdown) as llama_cpp:
-            bench.results += bench_generation(showdown, config, llama_cpp)
+            bench.results += bench_generation(showdown, config, llama_cpp, extra)
             if config.agreement_prompts:
-                bench.memory["agreement"] = greedy_agreement(showdown, config, llama_cpp)
+                bench.memory["agreement"] = greedy_agreement(showdown, config, llama_cpp, extra)
         bandwidth = memory_bandwidth_gbs()
         bench.memory.update(bandwidth_gbs=bandwidth, decode={})
+        paths = {name: runner.path for name, runner in extra.items()}
         for r in bench.results:
-            if r.workload.startswith("generation") and r.decode_tokens_per_s and r.contender in ("optimized", "pruned-optimized"):
-                weights, nodes = decode_graph(showdown.runner("generation", r.contender).path)
+            if r.workload.startswith("generation") and r.decode_tokens_per_s and r.contender in ("optimized", "pruned-optimized", *paths):
+                weights, nodes = decode_graph(paths.get(r.contender) or showdown.runner("generation", r.contender).path)
                 mb = weights / 1e6
                 gbs = mb * r.decode_tokens_per_s / 1e3
                 bench.memory["decode"][r.contender] = {"weight_mb": mb, "nodes": nodes,

@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     from optimize.bench.run import run as bench_run
 
     config = (BenchConfig(qa_rounds=5, long_document_words=0, generation_rounds=2, app_rounds=5, outside_f1=False,
-                          agreement_prompts=2)
+                          agreement_prompts=2, exact_rung=False)
               if args.quick else BenchConfig())
     if args.no_app:
         config = replace(config, app=False)
