@@ -156,36 +156,37 @@ def _llama_cpp(showdown: Showdown) -> Iterator[Decoders]:
         yield decoders
 
 
-def exact_rung(showdown: Showdown, config: BenchConfig) -> dict[str, Runner]:
-    """`optimized`'s exact rung as one more decoder, for a preset from a GGUF (its ladder has one)."""
-    if not config.exact_rung:
-        return {}
-    directory = exact_rung_dir(showdown.preset("generation"))
-    return {EXACT_RUNG: load_runner("generation", "optimized", "onnxruntime", directory)} if directory else {}
-
-
-def bench_generation(showdown: Showdown, config: BenchConfig, llama_cpp: Decoders, extra: dict[str, Runner]) -> list[Result]:
-    baseline = showdown.runner("generation", "baseline")
-    prompt = generation_prompt(baseline.tokenizer, config.generation_prompt_tokens)
-    outside = {**generation_contenders(baseline.path), **llama_cpp,
-               **{name: (lambda r: lambda p, n, ignore_eos=False: generation.generate(r, p, n, ignore_eos))(runner)
-                  for name, runner in extra.items()}}
-    # equal work: every contender writes exactly new_tokens (end-of-sequence ignored, as llama-bench times)
-    contenders = {name: (lambda f: lambda: f(prompt, config.new_tokens, True))(f) for name, f in outside.items()}
+def project_runners(showdown: Showdown, config: BenchConfig) -> dict[str, Runner]:
+    """The generation variants that are built, then `optimized`'s exact rung where the bench shows
+    it (a preset from a GGUF: its ladder has one), each loaded once for the timing, the agreement
+    and the decode-step figures."""
+    runners = {}
     for variant in ("baseline", "optimized", "pruned", "pruned-optimized"):
         try:
-            runner = showdown.runner("generation", variant)
+            runners[variant] = showdown.runner("generation", variant)
         except VariantUnavailable as error:
             log.info("generation/%s not benchmarked: %s", variant, error)
-            continue
-        contenders[variant] = (lambda r: lambda: generation.generate(r, prompt, config.new_tokens, ignore_eos=True))(runner)
+    directory = exact_rung_dir(showdown.preset("generation")) if config.exact_rung else None
+    if directory:
+        runners[EXACT_RUNG] = load_runner("generation", "optimized", "onnxruntime", directory)
+    return runners
+
+
+def bench_generation(showdown: Showdown, config: BenchConfig, llama_cpp: Decoders, runners: dict[str, Runner]) -> list[Result]:
+    baseline = showdown.runner("generation", "baseline")
+    prompt = generation_prompt(baseline.tokenizer, config.generation_prompt_tokens)
+    outside = {**generation_contenders(baseline.path), **llama_cpp}
+    # equal work: every contender writes exactly new_tokens (end-of-sequence ignored, as llama-bench times)
+    contenders = {name: (lambda f: lambda: f(prompt, config.new_tokens, True))(f) for name, f in outside.items()}
+    contenders |= {name: (lambda r: lambda: generation.generate(r, prompt, config.new_tokens, ignore_eos=True))(runner)
+                   for name, runner in runners.items()}
     workload = (f"generation, ~{config.generation_prompt_tokens}-token prompt, exactly {config.new_tokens} new tokens "
                 "greedy (end-of-sequence ignored)")
     timings = timed_rounds(contenders, config.generation_rounds, 1)
     return [_result(workload, name, runs) for name, runs in timings.items()]
 
 
-def greedy_agreement(showdown: Showdown, config: BenchConfig, llama_cpp: Decoders, extra: dict[str, Runner]) -> dict[str, dict]:
+def greedy_agreement(showdown: Showdown, config: BenchConfig, llama_cpp: Decoders, runners: dict[str, Runner]) -> dict[str, dict]:
     """How close each decoder's greedy text stays to PyTorch fp32's (`baseline`) on held-out prompts:
     the share of its new tokens equal to the baseline's at the same position, and of identical texts.
     llama.cpp (its own Q4_1 × Q8_1 dot products) stands beside the project's variants."""
@@ -194,13 +195,8 @@ def greedy_agreement(showdown: Showdown, config: BenchConfig, llama_cpp: Decoder
     baseline = showdown.runner("generation", "baseline")
     prompts = PROMPTS[: config.agreement_prompts]
     decoders = {"baseline": lambda p, n: generation.generate(baseline, p, n), **llama_cpp}
-    for variant in ("optimized", "pruned", "pruned-optimized"):
-        try:
-            runner = showdown.runner("generation", variant)
-        except VariantUnavailable:
-            continue
-        decoders[variant] = (lambda r: lambda p, n: generation.generate(r, p, n))(runner)
-    decoders |= {name: (lambda r: lambda p, n: generation.generate(r, p, n))(runner) for name, runner in extra.items()}
+    decoders |= {name: (lambda r: lambda p, n: generation.generate(r, p, n))(runner)
+                 for name, runner in runners.items() if name != "baseline"}
 
     def tokens(text: str) -> list[int]:
         return baseline.tokenizer(text, add_special_tokens=False).input_ids
@@ -277,17 +273,17 @@ def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "ge
             bench.memory["http_api_overhead_p50_ms"] = overheads["app (HTTP API, keep-alive)"]
             bench.memory["gradio_client_floor_p50_ms"] = overheads[FLOOR]
     if "generation" in tasks:
-        extra = exact_rung(showdown, config)
+        runners = project_runners(showdown, config)
         with _llama_cpp(showdown) as llama_cpp:
-            bench.results += bench_generation(showdown, config, llama_cpp, extra)
+            bench.results += bench_generation(showdown, config, llama_cpp, runners)
             if config.agreement_prompts:
-                bench.memory["agreement"] = greedy_agreement(showdown, config, llama_cpp, extra)
+                bench.memory["agreement"] = greedy_agreement(showdown, config, llama_cpp, runners)
         bandwidth = memory_bandwidth_gbs()
         bench.memory.update(bandwidth_gbs=bandwidth, decode={})
-        paths = {name: runner.path for name, runner in extra.items()}
         for r in bench.results:
-            if r.workload.startswith("generation") and r.decode_tokens_per_s and r.contender in ("optimized", "pruned-optimized", *paths):
-                weights, nodes = decode_graph(paths.get(r.contender) or showdown.runner("generation", r.contender).path)
+            runner = runners.get(r.contender)
+            if r.workload.startswith("generation") and r.decode_tokens_per_s and runner and runner.runtime == "onnxruntime":
+                weights, nodes = decode_graph(runner.path)
                 mb = weights / 1e6
                 gbs = mb * r.decode_tokens_per_s / 1e3
                 bench.memory["decode"][r.contender] = {"weight_mb": mb, "nodes": nodes,
