@@ -185,12 +185,14 @@ def _gguf_grid_steps(target: BuildTarget, work: Path, recipe: OnnxRecipe, cuda: 
     progress(f"{target.name}: ONNX Runtime GenAI model builder (fp32), then {gguf.name}'s own weights")
     current, _ = genai_build(target.source, work / "genai", OnnxRecipe(quantize=False, exporter="genai-builder"), cuda)
     level = 4 if recipe.quantize else 0
-    counts = gguf_graft.graft(current, read_grid(gguf), accuracy_level=level, minimum_bits=recipe.minimum_bits)
+    counts = gguf_graft.graft(current, read_grid(gguf), accuracy_level=level, minimum_bits=recipe.minimum_bits,
+                              fold_minimums=recipe.fold_minimums)
     requantized = counts.pop("re-quantized Q4_1")
     steps.append(f"export+fuse (onnxruntime-genai model builder, fp32: GroupQueryAttention), then the weights of {gguf.name} "
                  f"as they are, bit-exact: {', '.join(f'{n} {kind}' for kind, n in counts.items() if n)}"
                  + (f"; {requantized} weights moved by training re-quantized to Q4_1" if requantized else "")
-                 + ("; the Q4_1 minimums read as 8-bit (blocks of 16)" if recipe.minimum_bits == 8 else "")
+                 + ("; the Q4_1 minimums as 8-bit codes folded into each weight's one MatMulNBits" if recipe.fold_minimums
+                    else "; the Q4_1 minimums read as 8-bit (blocks of 16)" if recipe.minimum_bits == 8 else "")
                  + f"; accuracy level {level} ({'int8' if level else 'fp32'} compute)")
     return current, level == 0 and not requantized and recipe.minimum_bits == 32
 

@@ -270,12 +270,15 @@ def test_a_committed_reference_measurement_is_read_instead_of_measuring_the_sour
 
 
 def test_a_recipe_field_added_later_keeps_naming_the_rungs_recorded_before_it():
-    """`minimum_bits` came after the committed ladder records: at its default a rung keeps its recorded key."""
+    """`minimum_bits` and `fold_minimums` came after the committed ladder records: at their defaults a rung keeps its
+    recorded key."""
     from dataclasses import asdict, replace
 
     from optimize.quantize.ladder_record import canonical
     from optimize.quantize.recipes import GGUF_Q4
 
-    before = {k: v for k, v in asdict(GGUF_Q4).items() if k != "minimum_bits"}
+    before = {k: v for k, v in asdict(GGUF_Q4).items() if k not in ("minimum_bits", "fold_minimums")}
     assert canonical(asdict(GGUF_Q4)) == canonical(before)
     assert canonical(asdict(replace(GGUF_Q4, minimum_bits=8))) != canonical(before)
+    assert canonical(asdict(replace(GGUF_Q4, minimum_bits=8, fold_minimums=True))) != canonical(
+        asdict(replace(GGUF_Q4, minimum_bits=8)))

@@ -4,6 +4,7 @@ not reproduce the graph's weights refused. The real SmolLM2 build is left to the
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -115,8 +116,8 @@ def test_weights_off_the_grid_go_through_the_given_requantizer(grid_llama, fp32_
 
 
 def test_a_decoder_from_a_gguf_starts_its_ladder_with_the_gguf_recipe(generation_preset):
-    """Generation variants that descend from a GGUF try `gguf-q4-int8-m8` first (int8 compute, 8-bit minimums,
-    lossy), then `gguf-q4-int8`, then `gguf-q4` (fp32 compute), then the INT8 ladder; other decoders keep the INT8 ladder; `--recipe gguf-q4` on a non-GGUF source is refused."""
+    """Generation variants that descend from a GGUF try `gguf-q4-int8-folded` first (int8 compute, 8-bit minimums
+    folded into each weight, lossy), then `gguf-q4-int8-m8` (the minimums as their own term), then `gguf-q4-int8`, then `gguf-q4` (fp32 compute), then the INT8 ladder; other decoders keep the INT8 ladder; `--recipe gguf-q4` on a non-GGUF source is refused."""
     from models.catalog import default_preset
     from optimize.quantize.recipes import recipe_ladder
 
@@ -124,8 +125,10 @@ def test_a_decoder_from_a_gguf_starts_its_ladder_with_the_gguf_recipe(generation
                                                                 quantize=False)  # fp32 compute
     assert named_recipe("generation", "gguf-q4-int8").quantize  # int8 compute (accuracy level 4)
     assert named_recipe("generation", "gguf-q4-int8-m8").minimum_bits == 8  # and its minimum term read as 8-bit
+    assert named_recipe("generation", "gguf-q4-int8-folded") == replace(named_recipe("generation", "gguf-q4-int8-m8"),
+                                                                         fold_minimums=True)
     assert recipe_ladder("generation", from_gguf=True) == [
-        named_recipe("generation", "gguf-q4-int8-m8"), named_recipe("generation", "gguf-q4-int8"),
+        named_recipe("generation", "gguf-q4-int8-folded"), named_recipe("generation", "gguf-q4-int8-m8"), named_recipe("generation", "gguf-q4-int8"),
         named_recipe("generation", "gguf-q4"), *recipe_ladder("generation")]
     assert recipe_ladder("generation")[0] == default_recipe("generation")
     assert default_recipe("generation").exporter == "genai-builder"

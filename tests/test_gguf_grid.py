@@ -68,12 +68,12 @@ def test_the_q8_0_lm_head_as_two_4_bit_halves_is_the_baseline_weight_bit_for_bit
 
 
 def run_graph(initializers: gguf_grid.NBitsInitializers, x: np.ndarray, accuracy_level: int = 0,
-              minimum_bits: int = 32) -> np.ndarray:
+              minimum_bits: int = 32, fold_minimums: bool = False) -> np.ndarray:
     import onnxruntime
     from onnx import TensorProto, helper
 
     nodes, tensors = gguf_grid.matmul_nbits_nodes(initializers, "x", "y", "w", accuracy_level, rank=x.ndim,
-                                                  minimum_bits=minimum_bits)
+                                                  minimum_bits=minimum_bits, fold_minimums=fold_minimums)
     graph = helper.make_graph(nodes, "one-weight", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], tensors)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
@@ -116,6 +116,36 @@ def test_an_8_bit_minimum_term_stays_within_its_rounding_of_the_exact_product(gr
     bound = 0.5001 * block_sums @ step.T.astype(np.float64) + 2e-5 * (np.abs(x).astype(np.float64) @ np.abs(weight.T).astype(np.float64))
     assert np.all(np.abs(y - exact) <= bound), float(np.max(np.abs(y - exact) / bound))
     assert not np.allclose(y, run_graph(initializers, x))  # it is a different (lossy) form, not the fp32 one
+
+
+@pytest.mark.parametrize("name", ["model.layers.3.mlp.down_proj.weight", "model.layers.5.self_attn.q_proj.weight"])
+def test_minimums_folded_into_the_weight_are_one_matmul_within_their_8_bit_rounding(grid, baseline_weights, name):
+    """The `gguf-q4-int8-folded` form at fp32 compute: one MatMulNBits over [x, s, s] whose two appended 4-bit
+    blocks per 32 minimums (hi, lo) sum to each minimum's 8-bit code, so the product moves by at most half
+    a step of 8-bit rounding times the block sums, as the separate 8-bit term does, reading ≤ 3 % more bytes than that form."""
+    weight = baseline_weights[name]
+    initializers = gguf_grid.to_matmul_nbits(grid[name])
+    folded = gguf_grid.folded_minimums(initializers)
+    sums = initializers.K // gguf_grid.BLOCK
+    restored = gguf_grid.dequantize(folded)  # [N, K + 2 × padded sums]: the weight, then hi and lo per minimum
+    appended = restored[:, initializers.K:].reshape(folded.N, 2, -1)
+    minimums = (appended[:, 0] + appended[:, 1])[:, :sums]
+    _, sigma, _ = gguf_grid.minimums_8bit(initializers.minimums_t, block=gguf_grid.BLOCK)
+    step = np.repeat(sigma, gguf_grid.BLOCK, axis=1)[:, :sums]
+    assert np.all(np.abs(minimums - initializers.minimums_t.T) <= 0.5001 * step + 1e-6)
+    nbytes = lambda init: init.packed.nbytes + init.scales.nbytes + init.zero_points.nbytes  # noqa: E731
+    assert nbytes(folded) <= 1.03 * (nbytes(initializers) + sum(a.nbytes for a in gguf_grid.minimums_8bit(initializers.minimums_t)))
+    nodes, _ = gguf_grid.matmul_nbits_nodes(initializers, "x", "y", "w", 4, fold_minimums=True)
+    assert [n.op_type for n in nodes] == ["Reshape", "ReduceSum", "Pad", "Concat", "MatMulNBits"]
+    x = np.random.default_rng(2).standard_normal((1, 3, weight.shape[1])).astype(np.float32)
+    y = run_graph(initializers, x, fold_minimums=True)
+    exact = x.astype(np.float64) @ weight.T.astype(np.float64)
+    block_sums = np.abs(x).reshape(1, 3, -1, gguf_grid.BLOCK).sum(-1).astype(np.float64)
+    bound = 0.5001 * block_sums @ step.T.astype(np.float64) + 2e-5 * (np.abs(x).astype(np.float64) @ np.abs(weight.T).astype(np.float64))
+    assert np.all(np.abs(y - exact) <= bound), float(np.max(np.abs(y - exact) / bound))
+    assert not np.allclose(y, run_graph(initializers, x))  # lossy, not the exact form
+    int8 = run_graph(initializers, x, accuracy_level=4, fold_minimums=True)  # the rung's int8 compute: within its rounding
+    assert np.max(np.abs(int8 - exact)) < 0.05 * np.max(np.abs(exact))
 
 
 def test_unpermute_inverts_llama_cpp_rotary_permute():

@@ -23,7 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                             "several in one process, in the order given")
     parser.add_argument("--force", action="store_true", help="rebuild even when the manifest is up to date")
     parser.add_argument("--no-eval", action="store_true", help="skip the accuracy measurement")
-    parser.add_argument("--recipe", choices=("int8", "fp32", "gguf-q4", "gguf-q4-int8", "gguf-q4-int8-m8"),
+    parser.add_argument("--recipe", choices=("int8", "fp32", "gguf-q4", "gguf-q4-int8", "gguf-q4-int8-m8",
+                                             "gguf-q4-int8-folded"),
                             help="one explicit ONNX recipe instead of the default ladder (gguf-q4*: a GGUF source's own weights)")
     parser.add_argument("--full-ladder", action="store_true",
                             help="measure every recipe rung again, also those recorded as rejected for this source "

@@ -81,12 +81,13 @@ def hf_weights(node_name: str) -> tuple[str, ...] | None:
 
 def graft(model_path: Path, grid: dict[str, GridWeight], accuracy_level: int = 4,
           requantize: Callable[[tuple[str, ...], np.ndarray], GridWeight] | None = None,
-          minimum_bits: int = 32) -> dict[str, int]:
+          minimum_bits: int = 32, fold_minimums: bool = False) -> dict[str, int]:
     """Rewrite the builder's fp32 graph at `model_path` in place; returns how many weights of each
     kind were grafted ("re-quantized Q4_1" and "kept fp32" count those not on the GGUF's grid).
     `requantize(names, fp32)` puts a weight that is off the grid on a Q4_1 grid (default: llama.cpp's
     round-to-nearest; experiments/gguf-requantize/gptq.py: GPTQ). `minimum_bits`: the Q4_1 minimum
-    term as fp32 (32, exact) or 8-bit (8, lossy: optimize/export/gguf_grid.py, minimums_8bit)."""
+    term as fp32 (32, exact) or 8-bit (8, lossy: optimize/export/gguf_grid.py, minimums_8bit);
+    `fold_minimums`: 8-bit and folded into each weight's one MatMulNBits (gguf_grid.folded_minimums)."""
     import onnx
     from onnx import helper, numpy_helper
 
@@ -115,9 +116,9 @@ def graft(model_path: Path, grid: dict[str, GridWeight], accuracy_level: int = 4
                 output = f"{prefix}/{half}" if half else node.output[0]
                 nodes, tensors = matmul_nbits_nodes(to_matmul_nbits(part), node.input[0], output, output if half else prefix,
                                                     accuracy_level, block_sums=block_sums.get(node.input[0]),
-                                                    minimum_bits=minimum_bits)
-                if part.minimums is not None:
-                    block_sums.setdefault(node.input[0], f"{prefix}/block_sums")
+                                                    minimum_bits=minimum_bits, fold_minimums=fold_minimums)
+                if part.minimums is not None:  # what a weight with the same input reads
+                    block_sums.setdefault(node.input[0], f"{prefix}/{'folded_input' if fold_minimums else 'block_sums'}")
                 new_nodes += nodes
                 graph.initializer.extend(tensors)
             if halves:

@@ -223,16 +223,16 @@ def dequantize(init: NBitsInitializers) -> np.ndarray:
 MINIMUM_BLOCK = 16  # the 8-bit minimum term's blocks along K / 32 (18 and 48 block sums for SmolLM2)
 
 
-def minimums_8bit(minimums_t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The minimum term's [K / 32, N] matrix as 8-bit MatMulNBits initializers (codes [N, blocks, 16],
-    scales [N, blocks], uint8 zero points [N, blocks]), asymmetric per block of 16: each minimum within
-    half a step of its block's range / 255 (lossy; the int8-compute rung is lossy already)."""
+def minimums_8bit(minimums_t: np.ndarray, block: int = MINIMUM_BLOCK) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The minimum term's [K / 32, N] matrix as 8-bit MatMulNBits initializers (codes [N, blocks, block],
+    scales [N, blocks], uint8 zero points [N, blocks]), asymmetric per block (zero-padded): each minimum
+    within half a step of its block's range / 255 (lossy; the int8-compute rung is lossy already)."""
     minimums = minimums_t.T.astype(np.float32)
     N, K = minimums.shape
-    blocks = -(-K // MINIMUM_BLOCK)
-    padded = np.zeros((N, blocks * MINIMUM_BLOCK), np.float32)
+    blocks = -(-K // block)
+    padded = np.zeros((N, blocks * block), np.float32)
     padded[:, :K] = minimums
-    padded = padded.reshape(N, blocks, MINIMUM_BLOCK)
+    padded = padded.reshape(N, blocks, block)
     low, high = np.minimum(padded.min(-1), 0), np.maximum(padded.max(-1), 0)
     scales = ((high - low) / 255).astype(np.float32)
     scales[scales == 0] = 1
@@ -241,18 +241,76 @@ def minimums_8bit(minimums_t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
     return codes, scales, zero_points
 
 
+def folded_minimums(init: NBitsInitializers) -> NBitsInitializers:
+    """A Q4_1 weight and its minimum term as one 4-bit MatMulNBits over [x, s, s], s being x's K / 32
+    block sums zero-padded to a multiple of 32 (`folded_input_nodes`). Each row's minimums become 8-bit
+    codes per block of 32 (`minimums_8bit`), carried as two 4-bit blocks: hi (scale 16σ, zero point
+    Z >> 4) and lo (σ, Z & 15), whose sum is σ(16·hi + lo − Z), the 8-bit code. Why: the minimum term as
+    its own MatMulNBits + Add cost a quarter of a decoding step for a twentieth of its bytes
+    (experiments/gguf-int8-folded); folded, a weight is one kernel call, ~5-8 % more bytes."""
+    codes, sigma, zero_points = minimums_8bit(init.minimums_t, block=BLOCK)
+    N, sums = init.N, init.K // BLOCK
+
+    def pack(nibbles: np.ndarray) -> np.ndarray:  # [N, blocks, 32] → MatMulNBits' [N, blocks, 16]
+        return (nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)).astype(np.uint8)
+
+    packed = np.concatenate([init.packed, pack(codes >> 4), pack(codes & 0x0F)], axis=1)
+    scales = np.concatenate([init.scales, sigma * np.float32(16), sigma], axis=1)
+    nibbles = np.concatenate([np.full((N, sums), init.zero_points[0, 0] & 0x0F, np.uint8), zero_points >> 4,
+                              zero_points & 0x0F], axis=1)
+    if nibbles.shape[1] % 2:
+        nibbles = np.concatenate([nibbles, np.zeros((N, 1), np.uint8)], axis=1)
+    zero_point_bytes = (nibbles[:, 0::2] | (nibbles[:, 1::2] << 4)).astype(np.uint8)
+    return NBitsInitializers(np.ascontiguousarray(packed), np.ascontiguousarray(scales), zero_point_bytes, None, 4,
+                             init.K + 2 * codes.shape[1] * BLOCK, N)
+
+
+def folded_input_nodes(x: str, K: int, prefix: str, rank: int = 3) -> tuple[list, list, str]:
+    """[x, s, s] for `folded_minimums`: x's block sums (Reshape + ReduceSum), zero-padded to a multiple of
+    32 and appended twice. Returns the nodes, initializers and the folded input's name."""
+    from onnx import helper, numpy_helper
+
+    sums = K // BLOCK
+    names = {key: f"{prefix}/{key}" for key in ("shape", "axes", "pads", "blocks", "block_sums", "padded_sums",
+                                                "folded_input")}
+    initializers = [numpy_helper.from_array(np.array([0] * (rank - 1) + [sums, BLOCK], np.int64), names["shape"]),
+                    numpy_helper.from_array(np.array([-1], np.int64), names["axes"]),
+                    numpy_helper.from_array(np.array([0] * (2 * rank - 1) + [-(-sums // BLOCK) * BLOCK - sums], np.int64),
+                                            names["pads"])]
+    nodes = [helper.make_node("Reshape", [x, names["shape"]], [names["blocks"]], name=f"{prefix}/Reshape"),
+             helper.make_node("ReduceSum", [names["blocks"], names["axes"]], [names["block_sums"]],
+                              name=f"{prefix}/ReduceSum", keepdims=0),
+             helper.make_node("Pad", [names["block_sums"], names["pads"]], [names["padded_sums"]], name=f"{prefix}/Pad"),
+             helper.make_node("Concat", [x, names["padded_sums"], names["padded_sums"]], [names["folded_input"]],
+                              name=f"{prefix}/Concat", axis=-1)]
+    return nodes, initializers, names["folded_input"]
+
+
 def matmul_nbits_nodes(init: NBitsInitializers, x: str, y: str, prefix: str, accuracy_level: int = 0,
                        rank: int = 3, min_term: bool = True, block_sums: str | None = None,
-                       minimum_bits: int = 32) -> tuple[list, list]:
+                       minimum_bits: int = 32, fold_minimums: bool = False) -> tuple[list, list]:
     """ONNX nodes and initializers computing y = x @ W.T: MatMulNBits on d·(q − zp), then for Q4_1
     + ReduceSum(x in blocks of 32) @ minimums_t. `rank` is x's rank (the block reshape keeps its
     leading dims). `block_sums`: the name of x's block sums already computed for another weight
     with the same input (gate and up); otherwise they are computed here as f"{prefix}/block_sums".
     `min_term=False` leaves the minimum out (the benchmark's float-zero-point form folds it into
     the zero points instead). `minimum_bits=8` reads the minimums as 8-bit (`minimums_8bit`): the
-    fp32 minimums were a sixth of the bytes a decoding step reads (experiments/gguf-int8-m8)."""
+    fp32 minimums were a sixth of the bytes a decoding step reads (experiments/gguf-int8-m8).
+    `fold_minimums`: one MatMulNBits over [x, s, s] (`folded_minimums`); `block_sums` then names that
+    folded input when another weight made it, otherwise it is made here as f"{prefix}/folded_input"."""
     from onnx import helper, numpy_helper
 
+    if fold_minimums and min_term and init.minimums_t is not None:
+        folded, nodes, initializers = folded_minimums(init), [], []
+        if block_sums is None:
+            nodes, initializers, block_sums = folded_input_nodes(x, init.K, prefix, rank)
+        names = [f"{prefix}/{key}" for key in ("B", "scales", "zero_points")]
+        initializers += [numpy_helper.from_array(folded.packed, names[0]), numpy_helper.from_array(folded.scales, names[1]),
+                         numpy_helper.from_array(folded.zero_points, names[2])]
+        nodes.append(helper.make_node("MatMulNBits", [block_sums, *names], [y], name=f"{prefix}/MatMulNBits",
+                                      domain="com.microsoft", K=folded.K, N=folded.N, bits=4, block_size=BLOCK,
+                                      accuracy_level=accuracy_level))
+        return nodes, initializers
     names = {key: f"{prefix}/{key}" for key in ("B", "scales", "zero_points", "minimums_t", "shape", "axes")}
     initializers = [numpy_helper.from_array(init.packed, names["B"]), numpy_helper.from_array(init.scales, names["scales"]),
                     numpy_helper.from_array(init.zero_points, names["zero_points"])]

@@ -58,7 +58,7 @@ def record(preset_name: str, variant_name: str, source_sha256: str, rejected: li
     path.write_text(json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
 
 
-ADDED_FIELDS = {"minimum_bits": 32}  # recipe fields added after records were written: at their default, left out
+ADDED_FIELDS = {"minimum_bits": 32, "fold_minimums": False}  # recipe fields added after records were written: at their default, left out
 
 
 def canonical(recipe: dict) -> str:
