@@ -191,7 +191,8 @@ def _gguf_grid_steps(target: BuildTarget, work: Path, recipe: OnnxRecipe, cuda: 
     steps.append(f"export+fuse (onnxruntime-genai model builder, fp32: GroupQueryAttention), then the weights of {gguf.name} "
                  f"as they are, bit-exact: {', '.join(f'{n} {kind}' for kind, n in counts.items() if n)}"
                  + (f"; {requantized} weights moved by training re-quantized to Q4_1" if requantized else "")
-                 + ("; the Q4_1 minimums as 8-bit codes folded into each weight's one MatMulNBits" if recipe.fold_minimums
+                 + ("; the Q4_1 minimums folded into each weight's one MatMulNBits (its 4-bit zero points, the residual as "
+                    "8-bit codes)" if recipe.fold_minimums
                     else "; the Q4_1 minimums read as 8-bit (blocks of 16)" if recipe.minimum_bits == 8 else "")
                  + f"; accuracy level {level} ({'int8' if level else 'fp32'} compute)")
     return current, level == 0 and not requantized and recipe.minimum_bits == 32

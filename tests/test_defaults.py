@@ -135,8 +135,8 @@ def test_generation_optimized_is_the_ggufs_own_grid_with_int8_compute_within_the
     """Issues 12 and 53: a GGUF-born decoder's `optimized` carries the GGUF's own 4-bit weights bit for bit
     and multiplies them with 8-bit activations, as llama.cpp does: a lossy step, gated on perplexity
     (≤ 1.03x) and reading-comprehension F1 on 2,115 questions (within a point), agreement shown; its
-    Q4_1 minimums read as 8-bit. The int8 rung with fp32 minimums and the exact rung (fp32 compute)
-    stay next in the ladder."""
+    Q4_1 minimums folded into each weight's one MatMulNBits (experiments/gguf-int8-folded). The 8-bit-minimum
+    term, the int8 rung with fp32 minimums and the exact rung (fp32 compute) stay next in the ladder."""
     from optimize.quantize.recipes import recipe_ladder
 
     manifest = json.loads((REPO_ROOT / "artifacts" / "generation-smollm2" / "optimized" / "manifest.json").read_text())
@@ -148,10 +148,11 @@ def test_generation_optimized_is_the_ggufs_own_grid_with_int8_compute_within_the
     assert metrics["reading_questions"] == 2115 and metrics["reading_f1_delta"]["delta"] >= -1.0, metrics
     low, high = metrics["reading_f1_delta"]["ci95"]
     assert low < metrics["reading_f1_delta"]["delta"] < high, metrics
-    assert "the Q4_1 minimums read as 8-bit" in manifest["steps"][0]  # the first rung (experiments/gguf-int8-m8)
-    first, int8, exact = recipe_ladder("generation", from_gguf=True)[:3]
-    assert first.exporter == int8.exporter == exact.exporter == "gguf-grid"
-    assert first.quantize and first.minimum_bits == 8 and int8.quantize and int8.minimum_bits == 32 and not exact.quantize
+    assert "the Q4_1 minimums folded into each weight's one MatMulNBits" in manifest["steps"][0]  # the first rung
+    first, m8, int8, exact = recipe_ladder("generation", from_gguf=True)[:4]
+    assert first.exporter == m8.exporter == int8.exporter == exact.exporter == "gguf-grid"
+    assert first.quantize and first.fold_minimums and m8.quantize and m8.minimum_bits == 8 and not m8.fold_minimums
+    assert int8.quantize and int8.minimum_bits == 32 and not exact.quantize
 
 
 @pytest.fixture(scope="module")
