@@ -140,8 +140,8 @@ def recipe_text(recipe: dict) -> str:
     """A build recipe (optimize.build.OnnxRecipe as the manifest stores it) in a few words."""
     if recipe.get("exporter") == "gguf-grid":
         return (f"the GGUF's own 4-bit grid, {'int8' if recipe.get('quantize') else 'fp32'} compute"
-                + (", 8-bit minimums" if recipe.get("minimum_bits") == 8 else "")
-                + (" folded into each weight" if recipe.get("fold_minimums") else ""))
+                + (", minimums folded into each weight (zero points + 8-bit residual)" if recipe.get("fold_minimums")
+                   else ", 8-bit minimums" if recipe.get("minimum_bits") == 8 else ""))
     if not recipe.get("quantize"):
         return "fp32"
     bits = recipe.get("weight_only_bits")

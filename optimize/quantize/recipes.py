@@ -31,7 +31,7 @@ class OnnxRecipe:
     smooth_attention: bool = False  # ... and the attention projections too
     fp32_attention_share: float = 0.0  # genai-builder INT8: the most INT8-sensitive share of layers keeps fp32 attention
     minimum_bits: int = 32  # gguf-grid: the Q4_1 minimum term as an fp32 MatMul (32) or 8-bit MatMulNBits (8, lossy)
-    fold_minimums: bool = False  # gguf-grid, 8-bit minimums: folded into each weight's one MatMulNBits (gguf_grid.folded_minimums)
+    fold_minimums: bool = False  # gguf-grid: the minimums in each weight's one MatMulNBits (zero points + 8-bit residual)
 
 
 GGUF_Q4 = OnnxRecipe(exporter="gguf-grid", weight_only_bits=4, block_size=32, quantize=False)
@@ -47,8 +47,8 @@ def recipe_ladder(task: str, from_gguf: bool = False) -> list[OnnxRecipe]:
     if task == "qa":  # lossy rungs are gated on F1 within a point of the source (issue 26), the fp32 graph on sameness
         return [OnnxRecipe(per_channel=True, reduce_range=not has_vnni()), default_recipe(task),
                 replace(default_recipe(task), keep_fp32=("ffn_output", "ffn_input")), OnnxRecipe(quantize=False)]
-    if from_gguf:  # int8 compute on the GGUF's grid first (8-bit minimums folded into each weight, then as their own
-        # term: faster still): lossy, gated on task quality
+    if from_gguf:  # int8 compute on the GGUF's grid first (the minimums folded into each weight, then as an 8-bit
+        # term of their own: faster still): lossy, gated on task quality
         m8 = replace(GGUF_Q4, quantize=True, minimum_bits=8)
         return [replace(m8, fold_minimums=True), m8, replace(GGUF_Q4, quantize=True), GGUF_Q4, *recipe_ladder(task)]
     attention_fp32 = replace(default_recipe(task), keep_fp32=("attention",), smooth_attention=False,
@@ -101,8 +101,8 @@ def named_recipe(task: str, name: str) -> OnnxRecipe:
     Q8_0 weights, bit-exact, fp32 compute: SmolLM2's 64 held-out continuations identical to PyTorch's), or
     "gguf-q4-int8": the same weights with int8 compute (level 4: 89% teacher-forced agreement,
     reports/gguf-grid-kernels.md), or "gguf-q4-int8-m8": that with its minimum term read as 8-bit
-    (experiments/gguf-int8-m8), or "gguf-q4-int8-folded": the 8-bit minimums folded into each weight's
-    one MatMulNBits (experiments/gguf-int8-folded)."""
+    (experiments/gguf-int8-m8), or "gguf-q4-int8-folded": the minimums folded into each weight's one
+    MatMulNBits, its zero points and an 8-bit residual (experiments/gguf-int8-folded)."""
     if name.startswith("gguf-q4"):
         folded = name.endswith("-folded")
         return replace(GGUF_Q4, quantize=name.startswith("gguf-q4-int8"),
