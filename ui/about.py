@@ -8,9 +8,9 @@ ABOUT_TEMPLATE = """
 `optimized` is the baseline exported to ONNX, graph-optimized by ONNX Runtime and quantized to
 INT8 where its accuracy gates allow (its build steps say what it got; FP16 on a CUDA machine). The
 generation baseline comes from a 4-bit GGUF, so its `optimized` carries that GGUF's own 4-bit
-weights, bit for bit, multiplied with 8-bit activations as llama.cpp does, its Q4_1 minimums read as
-8-bit: a lossy step, gated on perplexity and reading comprehension (the exact rung, fp32 compute, is
-further down its ladder). `pruned`
+codes multiplied with 8-bit activations as llama.cpp does, each weight one kernel call with its Q4_1
+minimums in its zero points plus an 8-bit residual: a lossy step, gated on perplexity and reading
+comprehension (the exact rung, fp32 compute, is further down its ladder). `pruned`
 and `pruned-optimized` are the structurally pruned model and its optimized export. All variants share one tokenisation and
 post-processing path, so only the model differs. On every QA click each variant answers three times
 in rounds whose order rotates, the first call right after one untimed call on the same input (after
