@@ -18,9 +18,11 @@ Prompt lookup (issue 53; the "prompt lookup decoding" of transformers' `prompt_l
 where the text being written repeats the prompt (reading comprehension, rewriting), the tokens that
 followed the last n-gram's earlier occurrence are drafted and checked in one pass; the longest
 prefix equal to the model's own greedy choices is kept, plus the model's next token. A pass over
-several tokens reads the weights once, as a single token's does. Exact where a wider pass computes
-each position as a one-token step does (fp32 compute); int8-compute kernels take another path for a
-wider pass and changed 2 of 7 texts (experiments/prompt-lookup/results.md).
+several tokens reads the weights once, as a single token's does. Not exact as plain decoding runs:
+GroupQueryAttention computes a one-position pass another way than a wider one, so texts part. With
+`wide_steps` (a filler position whenever nothing is drafted) no pass is one position wide and lookup
+keeps the text exactly (7 of 7 prompts on the int8 `optimized`), but plain decoding then runs at 0.81-0.90x
+(experiments/prompt-lookup/results.md): both stay off by default.
 """
 from __future__ import annotations
 
@@ -86,6 +88,7 @@ class GreedyDecoder:
         self.shares_kv_buffer = shares_kv_buffer and self.has_logits_to_keep and isinstance(self.vocab_size, int)
         self.prefix: tuple[tuple[int, ...], list[np.ndarray] | None] = ((), None)  # see cache_prefix
         self.lookup: PromptLookup | None = None  # drafts checked in one pass (shared-buffer graphs only)
+        self.wide_steps = False  # every pass ≥ 2 positions wide (see generate): lookup then keeps the text exactly
         self.last_lookup = {"drafted": 0, "accepted": 0, "passes": 0}  # of the last generate() with lookup on
 
     def _bind(self, binding, ids: np.ndarray, past, past_length: int, logits_kept: int) -> None:
@@ -183,7 +186,7 @@ class GreedyDecoder:
         if self.shares_kv_buffer:
             prefix, prefix_kv = self.prefix
             cached = len(prefix) < ids.shape[1] and tuple(ids[0, : len(prefix)].tolist()) == prefix
-            max_length = ids.shape[1] + max_new_tokens + (self.lookup.draft_tokens if self.lookup else 0)
+            max_length = ids.shape[1] + max_new_tokens + (self.lookup.draft_tokens if self.lookup else 0) + self.wide_steps
             step, _ = self._shared_steps(max_length, prefix_kv if cached else None)
             if cached:
                 ids, past_length = ids[:, len(prefix):], len(prefix)
@@ -193,6 +196,7 @@ class GreedyDecoder:
         if streamer is not None:
             streamer.put(input_ids)
         lookup = self.lookup if self.shares_kv_buffer else None
+        wide = self.wide_steps and self.shares_kv_buffer
         sequence, generated = input_ids[0].tolist(), []
         stats = {"drafted": 0, "accepted": 0, "passes": 0}
         pause, wait = 0, lookup.backoff if lookup else 0  # steps left without drafting; the next pause
@@ -201,8 +205,11 @@ class GreedyDecoder:
             drafting = lookup is not None and generated and pause == 0
             pause = max(pause - 1, 0)
             draft = lookup.draft(sequence, max_new_tokens - len(generated) - 1, length) if drafting else []
-            step_ids = np.array([[*ids[0].tolist(), *draft]], dtype=np.int64) if draft else ids
-            choices = step(step_ids, past_length, len(draft) + 1)
+            # a filler position when nothing is drafted: GroupQueryAttention computes a one-position pass
+            # another way than a wider one, so only passes ≥ 2 wide give every position the same bits
+            filler = [sequence[-1]] if wide and not draft else []
+            step_ids = np.array([[*ids[0].tolist(), *draft, *filler]], dtype=np.int64) if draft or filler else ids
+            choices = step(step_ids, past_length, len(draft) + len(filler) + 1)
             kept = next((i for i, (drafted, chosen) in enumerate(zip(draft, choices)) if drafted != chosen), len(draft))
             new = [*draft[:kept], choices[kept]]
             if draft:

@@ -58,9 +58,11 @@ def activation_matmul(k: int = 64, n: int = 41) -> bool:
     return rows_match(lambda a: probe.run(None, {"A": a, "B": b})[0], RNG.standard_normal((8, k)).astype(np.float32))
 
 
-def group_query_attention(past: int = 40, new: int = 6, heads: int = 9, kv_heads: int = 3, head_size: int = 64) -> bool:
+def group_query_attention(past: int = 40, new: int = 6, heads: int = 9, kv_heads: int = 3, head_size: int = 64,
+                          filler: bool = False) -> bool:
     """SmolLM2's attention op as the GenAI builder emits it (packed QKV, rotary inside): `new` positions
-    in one pass against the same positions one at a time, after the same `past`."""
+    in one pass against the same positions one at a time, after the same `past`; with `filler`, each of
+    them as the first of a two-position pass (models/decoding.py `wide_steps`)."""
     cos = RNG.uniform(-1, 1, (8192, head_size // 2)).astype(np.float32)
     node = helper.make_node("GroupQueryAttention", ["qkv", "", "", "pk", "pv", "seqlens_k", "total", "cos", "sin"],
                             ["out", "present_k", "present_v"], domain="com.microsoft", num_heads=heads,
@@ -82,8 +84,12 @@ def group_query_attention(past: int = 40, new: int = 6, heads: int = 9, kv_heads
     _, keys, values = run(qkv[:, :past], empty, empty, 0)
     one_at_a_time, k, v = [], keys, values
     for i in range(new):
-        out, k, v = run(qkv[:, past + i: past + i + 1], k, v, past + i)
-        one_at_a_time.append(out)
+        position = qkv[:, past + i: past + i + 1]
+        if filler:  # a second, random position after it, whose output and cache entry are dropped
+            position = np.concatenate([position, RNG.standard_normal(position.shape).astype(np.float32)], 1)
+        out, k, v = run(position, k, v, past + i)
+        one_at_a_time.append(out[:, :1])
+        k, v = k[:, :, :past + i + 1], v[:, :, :past + i + 1]
     together = run(qkv[:, past:], keys, values, past)[0]
     return np.array_equal(np.concatenate(one_at_a_time, 1), together)
 
@@ -93,5 +99,6 @@ if __name__ == "__main__":
                         ("MatMulNBits 4-bit blocks of 32, int8 compute", weight_matmul(4)),
                         ("MatMulNBits 8-bit blocks of 16, int8 compute", weight_matmul(8)),
                         ("fp32 MatMul of two activations (Q·Kᵀ)", activation_matmul()),
-                        ("GroupQueryAttention, 6 new positions after 40", group_query_attention())):
+                        ("GroupQueryAttention, 6 new positions after 40", group_query_attention()),
+                        ("GroupQueryAttention, the same, each first of a two-position pass", group_query_attention(filler=True))):
         print(f"{label}: {'rows bitwise the same' if same else 'rows differ'}")
