@@ -15,6 +15,7 @@ from pathlib import Path
 from models import generation
 from models.catalog import artifacts_root
 from models.runners import cpu_threads, session_options  # the same ORT settings for every contender
+from optimize.bench.tables import LLAMA_CPP_LOOKUP
 
 log = logging.getLogger(__name__)
 
@@ -68,27 +69,31 @@ def llama_cpp_contender(gguf: Path, tokenizer) -> Iterator[dict[str, Callable[[s
     model thread's team plus the caller's). In-process it decoded far slower than in a process of its
     own (docs/measurements.md); PyTorch and ONNX Runtime contenders measured the same either way. A context manager so that a bench run loads the GGUF once for every measurement
     (timing and greedy agreement) and ends the process when they are done; without
-    llama-cpp-python it yields no contender."""
+    llama-cpp-python it yields no contender. Two processes: llama.cpp plain, and with its own prompt
+    lookup (`LLAMA_CPP_LOOKUP`: llama-cpp-python's LlamaPromptLookupDecoding, 2 drafted tokens, what its
+    documentation advises on a CPU), issue 53's peers."""
     import importlib.util
 
     if importlib.util.find_spec("llama_cpp") is None:
         log.warning("llama.cpp not benchmarked: llama-cpp-python is not installed (pip install -r requirements-bench.txt)")
         yield {}
         return
-    process, connection = _start_llama_cpp(gguf)
+    workers = {name: _start_llama_cpp(gguf, lookup_tokens) for name, lookup_tokens in (("llama.cpp", 0), (LLAMA_CPP_LOOKUP, 2))}
     try:
-        yield {"llama.cpp": functools.partial(_llama_cpp_generate, connection, tokenizer)}
+        yield {name: functools.partial(_llama_cpp_generate, connection, tokenizer) for name, (_, connection) in workers.items()}
     finally:
-        connection.close()  # the worker reads EOF and returns
-        process.join(timeout=30)
+        for process, connection in workers.values():
+            connection.close()  # the worker reads EOF and returns
+            process.join(timeout=30)
 
 
-def _start_llama_cpp(gguf: Path) -> tuple[multiprocessing.process.BaseProcess, Connection]:
+
+def _start_llama_cpp(gguf: Path, lookup_tokens: int = 0) -> tuple[multiprocessing.process.BaseProcess, Connection]:
     """Spawn the llama.cpp worker and wait until it has loaded the GGUF, so no round pays the load."""
     spawn = multiprocessing.get_context("spawn")
     connection, child_end = spawn.Pipe()
-    process = spawn.Process(target=_llama_cpp_worker, args=(child_end, str(gguf), cpu_threads()), daemon=True,
-                            name="llama.cpp")
+    process = spawn.Process(target=_llama_cpp_worker, args=(child_end, str(gguf), cpu_threads(), lookup_tokens),
+                            daemon=True, name="llama.cpp")
     process.start()
     child_end.close()
     if connection.recv() != "ready":
@@ -108,13 +113,16 @@ def _llama_cpp_generate(connection: Connection, tokenizer, prompt: str, max_new_
             "latency_ms": {"model": 1e3 * answer["model_s"]}}
 
 
-def _llama_cpp_worker(connection, gguf: str, threads: int) -> None:
+def _llama_cpp_worker(connection, gguf: str, threads: int, lookup_tokens: int = 0) -> None:
     """The llama.cpp process: load once, then greedy-generate each (prompt ids, max new tokens) it
-    is sent, timed here (first token, last token) so that the pipe is outside the timing."""
+    is sent, timed here (first token, last token) so that the pipe is outside the timing.
+    `lookup_tokens`: drafts of that many tokens from the prompt's n-grams (0: plain)."""
     import llama_cpp
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
+    draft = LlamaPromptLookupDecoding(num_pred_tokens=lookup_tokens) if lookup_tokens else None
     llm = llama_cpp.Llama(model_path=gguf, n_threads=threads, n_threads_batch=threads, n_ctx=1024, n_batch=512,
-                          verbose=False)
+                          draft_model=draft, verbose=False)
     eos = llm.token_eos()
     connection.send("ready")
     while True:

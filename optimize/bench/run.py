@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from models import generation, qa
+from models.decoding import PromptLookup
 from models.errors import VariantUnavailable
 from models.reports import REPORTS_DIR
 from models.runners import Runner, cpu_threads, load_runner  # the same ORT settings for every contender
@@ -37,6 +38,8 @@ from optimize.bench.app_timing import FLOOR, bench_app
 from optimize.bench.contenders import exact_rung_dir, generation_contenders, llama_cpp_contender, qa_pipelines
 from optimize.bench.tables import (
     GENERATION_PROMPT_WORDS,
+    LOOKUP_WORKLOAD,
+    OPTIMIZED_LOOKUP,
     Bench,
     EXACT_RUNG,
     BenchConfig,
@@ -93,6 +96,9 @@ def _result(workload: str, name: str, runs: list) -> Result:
         if "prompt_tokens" in value:
             result.prefill_tokens_per_s = percentile([1e3 * v["prompt_tokens"] / v["ttft_ms"] for _, v in runs], 50)
         result.answer = value["text"][:80]
+        if "draft" in value:  # prompt lookup: what its drafts bought
+            draft = value["draft"]
+            result.notes = f"lookup kept {draft['accepted']} of {draft['drafted']} drafted tokens ({draft['passes']} passes)"
     elif isinstance(value, dict):
         result.answer = value.get("answer", "")
     else:
@@ -180,8 +186,43 @@ def bench_generation(showdown: Showdown, config: BenchConfig, llama_cpp: Decoder
     contenders = {name: (lambda f: lambda: f(prompt, config.new_tokens, True))(f) for name, f in outside.items()}
     contenders |= {name: (lambda r: lambda: generation.generate(r, prompt, config.new_tokens, ignore_eos=True))(runner)
                    for name, runner in runners.items()}
+    if "optimized" in runners and runners["optimized"].runtime == "onnxruntime":
+        contenders[OPTIMIZED_LOOKUP] = lambda: _with_lookup(runners["optimized"], prompt, config.new_tokens)
     workload = (f"generation, ~{config.generation_prompt_tokens}-token prompt, exactly {config.new_tokens} new tokens "
                 "greedy (end-of-sequence ignored)")
+    timings = timed_rounds(contenders, config.generation_rounds, 1)
+    return [_result(workload, name, runs) for name, runs in timings.items()]
+
+
+
+def _with_lookup(runner: Runner, prompt: str, new_tokens: int) -> dict:
+    """`optimized` with prompt lookup, every pass ≥ 2 positions wide (models/decoding.py `wide_steps`: the
+    form in which lookup keeps the text of the same wide decoding exactly; both off by default)."""
+    decoder = runner.model.decoder
+    before = decoder.lookup, decoder.wide_steps
+    decoder.lookup, decoder.wide_steps = PromptLookup(), True
+    try:
+        return generation.generate(runner, prompt, new_tokens, ignore_eos=True)
+    finally:
+        decoder.lookup, decoder.wide_steps = before
+
+
+def bench_lookup(config: BenchConfig, llama_cpp: Decoders, runners: dict[str, Runner]) -> list[Result]:
+    """Issue 53's prompt-lookup comparison on a reading-comprehension prompt (a reading-set paragraph and
+    question: where an answer copies its prompt): llama.cpp plain and with its own lookup, `optimized`
+    plain and with lookup, the same prompt tokens and exactly `new_tokens` each."""
+    from optimize.evaluate import reading
+
+    optimized = runners.get("optimized")
+    if optimized is None or optimized.runtime != "onnxruntime" or not reading.available():
+        return []
+    question = reading.questions()[0]
+    prompt = reading.PROMPT.format(context=question.context, question=question.question)
+    contenders = {name: (lambda f: lambda: f(prompt, config.new_tokens, True))(f) for name, f in llama_cpp.items()}
+    contenders["optimized"] = lambda: generation.generate(optimized, prompt, config.new_tokens, ignore_eos=True)
+    contenders[OPTIMIZED_LOOKUP] = lambda: _with_lookup(optimized, prompt, config.new_tokens)
+    workload = (f"{LOOKUP_WORKLOAD}, reading-comprehension prompt ({len(optimized.tokenizer(prompt).input_ids)} tokens), "
+                f"exactly {config.new_tokens} new tokens greedy (end-of-sequence ignored)")
     timings = timed_rounds(contenders, config.generation_rounds, 1)
     return [_result(workload, name, runs) for name, runs in timings.items()]
 
@@ -276,6 +317,7 @@ def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "ge
         runners = project_runners(showdown, config)
         with _llama_cpp(showdown) as llama_cpp:
             bench.results += bench_generation(showdown, config, llama_cpp, runners)
+            bench.results += bench_lookup(config, llama_cpp, runners)
             if config.agreement_prompts:
                 bench.memory["agreement"] = greedy_agreement(showdown, config, llama_cpp, runners)
         bandwidth = memory_bandwidth_gbs()
