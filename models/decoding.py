@@ -21,8 +21,8 @@ prefix equal to the model's own greedy choices is kept, plus the model's next to
 several tokens reads the weights once, as a single token's does. Not exact as plain decoding runs:
 GroupQueryAttention computes a one-position pass another way than a wider one, so texts part. With
 `wide_steps` (a filler position whenever nothing is drafted) no pass is one position wide and lookup
-keeps the text exactly (7 of 7 prompts on the int8 `optimized`), but plain decoding then runs at 0.81-0.90x
-(experiments/prompt-lookup/results.md): both stay off by default.
+keeps the text exactly, but a two-position pass costs plain decoding more than lookup wins back
+(docs/measurements.md): both stay off by default.
 """
 from __future__ import annotations
 

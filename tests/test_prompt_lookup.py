@@ -41,8 +41,8 @@ def test_lookup_keeps_the_greedy_text_of_the_same_variant(built_presets, prompt)
 
 def test_with_every_pass_two_positions_wide_lookup_keeps_the_text_of_the_same_wide_decoding(built_presets):
     """`wide_steps`: a filler position whenever nothing is drafted, so no pass is one position wide
-    (GroupQueryAttention computes a one-position pass another way; on the real int8 `optimized` this made
-    lookup's texts identical on 7 of 7 prompts, at 0.81-0.87x the plain speed: off by default,
+    (GroupQueryAttention computes a one-position pass another way; on the real int8 `optimized` this keeps
+    lookup's texts, but slows plain decoding more than lookup gains: off by default,
     experiments/prompt-lookup/results.md). The filler's own output is never kept."""
     from models import generation
     from models.runners import load_runner
