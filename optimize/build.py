@@ -94,7 +94,8 @@ def _build_onnx(target: BuildTarget, recipe: OnnxRecipe | None, force: bool, pro
     recipe only until its agreement gate is out of reach). `strict=False` publishes the first recipe
     even when it misses a gate, recording the miss (the app shows it), measured in full. A built-in
     preset's rungs already rejected for the same source on this CPU class are not measured again
-    (optimize/quantize/ladder_record.py) unless `full_ladder`, which measures all and records them."""
+    (optimize/quantize/ladder_record.py) unless `full_ladder`, which measures all and records them; a rung
+    with no record that is measured and rejected is added to the record."""
     preset, variant_name = target.preset, target.variant.name
     cuda = providers()[0] == "CUDAExecutionProvider"
     ladder = [recipe] if recipe else cuda_ladder(preset.task) if cuda else recipe_ladder(
@@ -121,6 +122,8 @@ def _build_onnx(target: BuildTarget, recipe: OnnxRecipe | None, force: bool, pro
                 built = _build_onnx_once(target, candidate, cuda, progress, evaluate, strict, rejected, Path(shared))
                 if measured and full_ladder:
                     ladder_record.record(preset.name, variant_name, inputs["source_sha256"], rejected, cpu_name(), inputs.get("gated_on"))
+                elif measured and any("recorded" not in r for r in rejected):  # a rung new to the ladder, measured
+                    ladder_record.add(preset.name, variant_name, inputs["source_sha256"], rejected, cpu_name(), inputs.get("gated_on"))
                 return built
             except (GateFailed, UnsupportedArchitecture) as error:  # missed its gates, or cannot apply here
                 if index == len(ladder) - 1:

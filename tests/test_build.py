@@ -238,6 +238,27 @@ def test_a_rung_recorded_as_rejected_for_the_same_source_is_not_measured_again(t
     assert {r["missed"] for r in recorded.values()} == {r["missed"] for r in metrics.get("rejected_recipes", [])}
 
 
+def test_a_rung_new_to_the_ladder_measured_and_rejected_joins_the_record_beside_the_older_ones(tmp_path, monkeypatch):
+    """A build that skipped the recorded rungs and measured a new one adds its rejection, dated, keeping the
+    recorded ones with their own dates; for other gated data it starts the record again."""
+    from models.catalog import PRESETS
+    from optimize.quantize import ladder_record
+
+    monkeypatch.setattr(ladder_record, "RECORD", tmp_path / "ladder_record.json")
+    preset = PRESETS[0].name
+    older = {"recipe": {"quantize": True}, "missed": "perplexity 1.13x"}
+    ladder_record.record(preset, "optimized", "sha", [older], "an older CPU", "validation")
+    [skipped] = ladder_record.known_rejections(preset, "optimized", "sha", "validation").values()
+    new = {"recipe": {"quantize": True, "fold_minimums": True}, "missed": "perplexity 1.12x"}
+    ladder_record.add(preset, "optimized", "sha", [skipped, new], "a newer CPU", "validation")
+    known = ladder_record.known_rejections(preset, "optimized", "sha", "validation")
+    assert [r["missed"] for r in known.values()] == ["perplexity 1.13x", "perplexity 1.12x"]
+    assert "an older CPU" in known[ladder_record.canonical(older["recipe"])]["recorded"]
+    assert "a newer CPU" in known[ladder_record.canonical(new["recipe"])]["recorded"]
+    ladder_record.add(preset, "optimized", "sha", [new], "a newer CPU", "other data")
+    assert list(ladder_record.known_rejections(preset, "optimized", "sha", "other data")) == [ladder_record.canonical(new["recipe"])]
+
+
 def test_a_ladder_record_for_other_source_weights_is_not_used_and_says_how_to_refresh_it(tmp_path, monkeypatch, caplog):
     """A retrained source makes its recorded rejections stale: they are ignored (every rung is
     measured) and the build says so, instead of silently spending the time on every fresh machine."""
