@@ -130,7 +130,8 @@ def test_a_decoder_from_a_gguf_starts_its_ladder_with_the_gguf_recipe(generation
     assert recipe_ladder("generation", from_gguf=True) == [
         named_recipe("generation", "gguf-q4-int8-folded"), named_recipe("generation", "gguf-q4-int8-m8"), named_recipe("generation", "gguf-q4-int8"),
         named_recipe("generation", "gguf-q4"), *recipe_ladder("generation")]
-    assert recipe_ladder("generation")[0] == default_recipe("generation")
+    assert recipe_ladder("generation")[:2] == [replace(default_recipe("generation"), fp32_attention_share=0.0),
+                                               default_recipe("generation")]  # INT8 attention everywhere, then a third fp32
     assert default_recipe("generation").exporter == "genai-builder"
     smollm2 = default_preset("generation")
     assert gguf_graft.gguf_file(smollm2, "optimized") == gguf_graft.gguf_file(smollm2, "pruned-optimized")  # via pruned

@@ -53,8 +53,9 @@ def recipe_ladder(task: str, from_gguf: bool = False) -> list[OnnxRecipe]:
         return [replace(m8, fold_minimums=True), m8, replace(GGUF_Q4, quantize=True), GGUF_Q4, *recipe_ladder(task)]
     attention_fp32 = replace(default_recipe(task), keep_fp32=("attention",), smooth_attention=False,
                              fp32_attention_share=0.0)
-    # the last resort for an architecture the model builder does not build (GPT-2): optimum's fp32 export
-    return [default_recipe(task), attention_fp32, replace(attention_fp32, keep_fp32=("attention", "lm_head")),
+    # INT8 attention in every layer first (experiments/int8-attention: the gates decide per model); the last
+    # resort for an architecture the model builder does not build (GPT-2): optimum's fp32 export
+    return [replace(default_recipe(task), fp32_attention_share=0.0), default_recipe(task), attention_fp32, replace(attention_fp32, keep_fp32=("attention", "lm_head")),
             OnnxRecipe(quantize=False, exporter="genai-builder"), OnnxRecipe(quantize=False)]
 
 
