@@ -191,12 +191,17 @@ def matching_rows(weight: GridWeight, fp32: np.ndarray) -> GridWeight | None:
                       None if weight.minimums is None else weight.minimums[:, kept], weight.zero_point)
 
 
+def pack_nibbles(codes: np.ndarray) -> np.ndarray:
+    """4-bit codes along the last axis, two per byte: code 2i in the low nibble of byte i, 2i + 1 in the high one."""
+    return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
+
+
 def to_matmul_nbits(weight: GridWeight) -> NBitsInitializers:
     """MatMulNBits' layout: within a block, weight 2i in the low nibble of byte i and 2i + 1 in the high one."""
     N, K = weight.shape
     blocks = weight.codes.reshape(N, K // BLOCK, BLOCK)
     if weight.bits == 4:
-        packed = (blocks[..., 0::2] | (blocks[..., 1::2] << 4)).astype(np.uint8)
+        packed = pack_nibbles(blocks)
         zero_points = np.full((N, (K // BLOCK + 1) // 2), weight.zero_point * 0x11, dtype=np.uint8)
     else:
         packed = blocks.astype(np.uint8)
@@ -256,38 +261,42 @@ def folded_minimums(init: NBitsInitializers) -> NBitsInitializers:
     zero = np.where(init.scales > 0, np.clip(np.rint(-minimums / steps), 0, 15), 0).astype(np.uint8)
     residual = (minimums + init.scales * zero).astype(np.float32)
     codes, sigma, zero_points = minimums_8bit(residual.T, block=BLOCK)
-
-    def pack(nibbles: np.ndarray) -> np.ndarray:  # [N, blocks, 32] → MatMulNBits' [N, blocks, 16]
-        return (nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)).astype(np.uint8)
-
-    packed = np.concatenate([init.packed, pack(codes >> 4), pack(codes & 0x0F)], axis=1)
+    packed = np.concatenate([init.packed, pack_nibbles(codes >> 4), pack_nibbles(codes & 0x0F)], axis=1)
     scales = np.concatenate([init.scales, sigma * np.float32(16), sigma], axis=1)
     nibbles = np.concatenate([zero, zero_points >> 4, zero_points & 0x0F], axis=1)
     if nibbles.shape[1] % 2:
         nibbles = np.concatenate([nibbles, np.zeros((N, 1), np.uint8)], axis=1)
-    zero_point_bytes = (nibbles[:, 0::2] | (nibbles[:, 1::2] << 4)).astype(np.uint8)
-    return NBitsInitializers(np.ascontiguousarray(packed), np.ascontiguousarray(scales), zero_point_bytes, None, 4,
+    return NBitsInitializers(np.ascontiguousarray(packed), np.ascontiguousarray(scales), pack_nibbles(nibbles), None, 4,
                              init.K + 2 * codes.shape[1] * BLOCK, N)
 
 
+def block_sums_nodes(x: str, K: int, prefix: str, rank: int = 3) -> tuple[list, list, str]:
+    """x's sums per block of 32 along its last axis (Reshape + ReduceSum, the leading dims kept): the
+    nodes, initializers and f"{prefix}/block_sums"."""
+    from onnx import helper, numpy_helper
+
+    names = {key: f"{prefix}/{key}" for key in ("shape", "axes", "blocks", "block_sums")}
+    initializers = [numpy_helper.from_array(np.array([0] * (rank - 1) + [K // BLOCK, BLOCK], np.int64), names["shape"]),
+                    numpy_helper.from_array(np.array([-1], np.int64), names["axes"])]
+    nodes = [helper.make_node("Reshape", [x, names["shape"]], [names["blocks"]], name=f"{prefix}/Reshape"),
+             helper.make_node("ReduceSum", [names["blocks"], names["axes"]], [names["block_sums"]],
+                              name=f"{prefix}/ReduceSum", keepdims=0)]
+    return nodes, initializers, names["block_sums"]
+
+
 def folded_input_nodes(x: str, K: int, prefix: str, rank: int = 3) -> tuple[list, list, str]:
-    """[x, s, s] for `folded_minimums`: x's block sums (Reshape + ReduceSum), zero-padded to a multiple of
-    32 and appended twice. Returns the nodes, initializers and the folded input's name."""
+    """[x, s, s] for `folded_minimums`: x's block sums, zero-padded to a multiple of 32 and appended twice.
+    Returns the nodes, initializers and the folded input's name."""
     from onnx import helper, numpy_helper
 
     sums = K // BLOCK
-    names = {key: f"{prefix}/{key}" for key in ("shape", "axes", "pads", "blocks", "block_sums", "padded_sums",
-                                                "folded_input")}
-    initializers = [numpy_helper.from_array(np.array([0] * (rank - 1) + [sums, BLOCK], np.int64), names["shape"]),
-                    numpy_helper.from_array(np.array([-1], np.int64), names["axes"]),
-                    numpy_helper.from_array(np.array([0] * (2 * rank - 1) + [-(-sums // BLOCK) * BLOCK - sums], np.int64),
-                                            names["pads"])]
-    nodes = [helper.make_node("Reshape", [x, names["shape"]], [names["blocks"]], name=f"{prefix}/Reshape"),
-             helper.make_node("ReduceSum", [names["blocks"], names["axes"]], [names["block_sums"]],
-                              name=f"{prefix}/ReduceSum", keepdims=0),
-             helper.make_node("Pad", [names["block_sums"], names["pads"]], [names["padded_sums"]], name=f"{prefix}/Pad"),
-             helper.make_node("Concat", [x, names["padded_sums"], names["padded_sums"]], [names["folded_input"]],
-                              name=f"{prefix}/Concat", axis=-1)]
+    nodes, initializers, block_sums = block_sums_nodes(x, K, prefix, rank)
+    names = {key: f"{prefix}/{key}" for key in ("pads", "padded_sums", "folded_input")}
+    initializers.append(numpy_helper.from_array(np.array([0] * (2 * rank - 1) + [-(-sums // BLOCK) * BLOCK - sums], np.int64),
+                                                names["pads"]))
+    nodes += [helper.make_node("Pad", [block_sums, names["pads"]], [names["padded_sums"]], name=f"{prefix}/Pad"),
+              helper.make_node("Concat", [x, names["padded_sums"], names["padded_sums"]], [names["folded_input"]],
+                               name=f"{prefix}/Concat", axis=-1)]
     return nodes, initializers, names["folded_input"]
 
 
@@ -316,7 +325,7 @@ def matmul_nbits_nodes(init: NBitsInitializers, x: str, y: str, prefix: str, acc
                                       domain="com.microsoft", K=folded.K, N=folded.N, bits=4, block_size=BLOCK,
                                       accuracy_level=accuracy_level))
         return nodes, initializers
-    names = {key: f"{prefix}/{key}" for key in ("B", "scales", "zero_points", "minimums_t", "shape", "axes")}
+    names = {key: f"{prefix}/{key}" for key in ("B", "scales", "zero_points", "minimums_t")}
     initializers = [numpy_helper.from_array(init.packed, names["B"]), numpy_helper.from_array(init.scales, names["scales"]),
                     numpy_helper.from_array(init.zero_points, names["zero_points"])]
     with_min = min_term and init.minimums_t is not None
@@ -326,13 +335,9 @@ def matmul_nbits_nodes(init: NBitsInitializers, x: str, y: str, prefix: str, acc
                               bits=init.bits, block_size=BLOCK, accuracy_level=accuracy_level)]
     if with_min:
         if block_sums is None:
-            block_sums = f"{prefix}/block_sums"
-            initializers += [numpy_helper.from_array(np.array([0] * (rank - 1) + [init.K // BLOCK, BLOCK], np.int64),
-                                                     names["shape"]),
-                             numpy_helper.from_array(np.array([-1], np.int64), names["axes"])]
-            nodes += [helper.make_node("Reshape", [x, names["shape"]], [f"{prefix}/blocks"], name=f"{prefix}/Reshape"),
-                      helper.make_node("ReduceSum", [f"{prefix}/blocks", names["axes"]], [block_sums],
-                                       name=f"{prefix}/ReduceSum", keepdims=0)]
+            sums_nodes, sums_initializers, block_sums = block_sums_nodes(x, init.K, prefix, rank)
+            nodes += sums_nodes
+            initializers += sums_initializers
         if minimum_bits == 32:
             initializers.append(numpy_helper.from_array(init.minimums_t, names["minimums_t"]))
             nodes.append(helper.make_node("MatMul", [block_sums, names["minimums_t"]], [f"{prefix}/min_term"],
