@@ -115,13 +115,19 @@ def decode_rate(generated: dict) -> float:
     return (generated["new_tokens"] - 1) / decode_s if decode_s > 0 else 0.0
 
 
-def bench_qa(showdown: Showdown, config: BenchConfig, outside: dict[str, Callable[[str, str], str]]) -> list[Result]:
-    project = {}
+def built_runners(showdown: Showdown, task: str) -> dict[str, Runner]:
+    """The task's four variants that are built, each loaded once; a missing one is logged and left out."""
+    runners = {}
     for variant in ("baseline", "optimized", "pruned", "pruned-optimized"):
         try:
-            project[variant] = showdown.runner("qa", variant)
+            runners[variant] = showdown.runner(task, variant)
         except VariantUnavailable as error:
-            log.info("qa/%s not benchmarked: %s", variant, error)
+            log.info("%s/%s not benchmarked: %s", task, variant, error)
+    return runners
+
+
+def bench_qa(showdown: Showdown, config: BenchConfig, outside: dict[str, Callable[[str, str], str]]) -> list[Result]:
+    project = built_runners(showdown, "qa")
     tokenizer = project["baseline"].tokenizer
     workloads = [(f"QA ~{n} tokens", qa_context(tokenizer, n), config.qa_rounds) for n in config.qa_tokens]
     if config.long_document_words:
@@ -166,12 +172,7 @@ def project_runners(showdown: Showdown, config: BenchConfig) -> dict[str, Runner
     """The generation variants that are built, then `optimized`'s exact rung where the bench shows
     it (a preset from a GGUF: its ladder has one), each loaded once for the timing, the agreement
     and the decode-step figures."""
-    runners = {}
-    for variant in ("baseline", "optimized", "pruned", "pruned-optimized"):
-        try:
-            runners[variant] = showdown.runner("generation", variant)
-        except VariantUnavailable as error:
-            log.info("generation/%s not benchmarked: %s", variant, error)
+    runners = built_runners(showdown, "generation")
     directory = exact_rung_dir(showdown.preset("generation")) if config.exact_rung else None
     if directory:
         runners[EXACT_RUNG] = load_runner("generation", "optimized", "onnxruntime", directory)
@@ -181,18 +182,23 @@ def project_runners(showdown: Showdown, config: BenchConfig) -> dict[str, Runner
 def bench_generation(showdown: Showdown, config: BenchConfig, llama_cpp: Decoders, runners: dict[str, Runner]) -> list[Result]:
     baseline = showdown.runner("generation", "baseline")
     prompt = generation_prompt(baseline.tokenizer, config.generation_prompt_tokens)
-    outside = {**generation_contenders(baseline.path), **llama_cpp}
-    # equal work: every contender writes exactly new_tokens (end-of-sequence ignored, as llama-bench times)
-    contenders = {name: (lambda f: lambda: f(prompt, config.new_tokens, True))(f) for name, f in outside.items()}
-    contenders |= {name: (lambda r: lambda: generation.generate(r, prompt, config.new_tokens, ignore_eos=True))(runner)
-                   for name, runner in runners.items()}
-    if "optimized" in runners and runners["optimized"].runtime == "onnxruntime":
-        contenders[OPTIMIZED_LOOKUP] = lambda: _with_lookup(runners["optimized"], prompt, config.new_tokens)
     workload = (f"generation, ~{config.generation_prompt_tokens}-token prompt, exactly {config.new_tokens} new tokens "
                 "greedy (end-of-sequence ignored)")
+    return _timed_generation(workload, prompt, config, {**generation_contenders(baseline.path), **llama_cpp}, runners)
+
+
+def _timed_generation(workload: str, prompt: str, config: BenchConfig, outside: Decoders,
+                      runners: dict[str, Runner]) -> list[Result]:
+    """One generation workload in rotating rounds: every contender writes exactly `new_tokens`
+    (end-of-sequence ignored, as llama-bench times), `optimized` also with prompt lookup where it is ONNX."""
+    new_tokens = config.new_tokens
+    contenders = {name: (lambda f: lambda: f(prompt, new_tokens, True))(f) for name, f in outside.items()}
+    contenders |= {name: (lambda r: lambda: generation.generate(r, prompt, new_tokens, ignore_eos=True))(runner)
+                   for name, runner in runners.items()}
+    if "optimized" in runners and runners["optimized"].runtime == "onnxruntime":
+        contenders[OPTIMIZED_LOOKUP] = lambda: _with_lookup(runners["optimized"], prompt, new_tokens)
     timings = timed_rounds(contenders, config.generation_rounds, 1)
     return [_result(workload, name, runs) for name, runs in timings.items()]
-
 
 
 def _with_lookup(runner: Runner, prompt: str, new_tokens: int) -> dict:
@@ -218,13 +224,9 @@ def bench_lookup(config: BenchConfig, llama_cpp: Decoders, runners: dict[str, Ru
         return []
     question = reading.questions()[0]
     prompt = reading.PROMPT.format(context=question.context, question=question.question)
-    contenders = {name: (lambda f: lambda: f(prompt, config.new_tokens, True))(f) for name, f in llama_cpp.items()}
-    contenders["optimized"] = lambda: generation.generate(optimized, prompt, config.new_tokens, ignore_eos=True)
-    contenders[OPTIMIZED_LOOKUP] = lambda: _with_lookup(optimized, prompt, config.new_tokens)
     workload = (f"{LOOKUP_WORKLOAD}, reading-comprehension prompt ({len(optimized.tokenizer(prompt).input_ids)} tokens), "
                 f"exactly {config.new_tokens} new tokens greedy (end-of-sequence ignored)")
-    timings = timed_rounds(contenders, config.generation_rounds, 1)
-    return [_result(workload, name, runs) for name, runs in timings.items()]
+    return _timed_generation(workload, prompt, config, llama_cpp, {"optimized": optimized})
 
 
 def greedy_agreement(showdown: Showdown, config: BenchConfig, llama_cpp: Decoders, runners: dict[str, Runner]) -> dict[str, dict]:

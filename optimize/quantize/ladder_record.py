@@ -65,13 +65,13 @@ def add(preset_name: str, variant_name: str, source_sha256: str, rejected: list[
     added to the record beside them, each with its own date, so a fresh machine skips it too; without a
     record for this source and gated data, they start one."""
     path = record_path(preset_name, RECORD, "ladder-record.json")
-    entry = _read(path).get(_key(preset_name, variant_name))
+    entries = _read(path)
+    entry = entries.get(_key(preset_name, variant_name))
     if not entry or entry["source_sha256"] != source_sha256 or entry.get("gated_on") != gated_on:
         record(preset_name, variant_name, source_sha256, rejected, cpu, gated_on)
         return
     new = {canonical(r["recipe"]): {**r, "measured": f"{date.today()}, {cpu} ({isa()})"} for r in rejected if "recorded" not in r}
     kept = [r for r in entry["rejected"] if canonical(r["recipe"]) not in new]
-    entries = _read(path)
     entries[_key(preset_name, variant_name)] = {**entry, "rejected": kept + list(new.values())}
     path.write_text(json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
 
