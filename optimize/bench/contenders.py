@@ -87,7 +87,6 @@ def llama_cpp_contender(gguf: Path, tokenizer) -> Iterator[dict[str, Callable[[s
             process.join(timeout=30)
 
 
-
 def _start_llama_cpp(gguf: Path, lookup_tokens: int = 0) -> tuple[multiprocessing.process.BaseProcess, Connection]:
     """Spawn the llama.cpp worker and wait until it has loaded the GGUF, so no round pays the load."""
     spawn = multiprocessing.get_context("spawn")
