@@ -20,9 +20,10 @@ followed the last n-gram's earlier occurrence are drafted and checked in one pas
 prefix equal to the model's own greedy choices is kept, plus the model's next token. A pass over
 several tokens reads the weights once, as a single token's does. Not exact as plain decoding runs:
 GroupQueryAttention computes a one-position pass another way than a wider one, so texts part. With
-`wide_steps` (a filler position whenever nothing is drafted) no pass is one position wide and lookup
-keeps the text exactly, but a two-position pass costs plain decoding more than lookup wins back
-(docs/measurements.md): both stay off by default.
+`wide_steps` every pass runs on a graph whose attention always has a filler row (models/attention_filler.py):
+no attention pass is one row wide and lookup keeps the text of the same wide decoding exactly, but the wider
+attention costs plain decoding more than lookup wins back on most prompts (docs/measurements.md): both stay
+off by default.
 """
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ class PromptLookup:
 
 class GreedyDecoder:
     def __init__(self, session, eos_token_ids: set[int], kv_heads: int | None = None, head_dim: int | None = None,
-                 shares_kv_buffer: bool = False, device: str = "cpu"):
+                 shares_kv_buffer: bool = False, device: str = "cpu", filled_session: Callable[[], object] | None = None):
         import onnxruntime
 
         self.session = session
@@ -88,7 +89,8 @@ class GreedyDecoder:
         self.shares_kv_buffer = shares_kv_buffer and self.has_logits_to_keep and isinstance(self.vocab_size, int)
         self.prefix: tuple[tuple[int, ...], list[np.ndarray] | None] = ((), None)  # see cache_prefix
         self.lookup: PromptLookup | None = None  # drafts checked in one pass (shared-buffer graphs only)
-        self.wide_steps = False  # every pass ≥ 2 positions wide (see generate): lookup then keeps the text exactly
+        self.wide_steps = False  # every attention pass ≥ 2 rows wide (the filled graph): lookup then keeps the text exactly
+        self._filled_factory, self._filled = filled_session, None  # the filled graph's session, made on first use
         self.last_lookup = {"drafted": 0, "accepted": 0, "passes": 0}  # of the last generate() with lookup on
 
     def _bind(self, binding, ids: np.ndarray, past, past_length: int, logits_kept: int) -> None:
@@ -103,10 +105,11 @@ class GreedyDecoder:
         for name in self.present_names:
             binding.bind_output(name, self.device)
 
-    def _bind_step_inputs(self, binding, ids: np.ndarray, past_length: int) -> None:
+    def _bind_step_inputs(self, binding, ids: np.ndarray, past_length: int, filler: int = 0) -> None:
+        """`filler`: the filled graph's extra attention rows, counted by the mask (models/attention_filler.py)."""
         length = ids.shape[1]
         binding.bind_cpu_input("input_ids", ids)
-        binding.bind_cpu_input("attention_mask", np.ones((1, past_length + length), dtype=np.int64))
+        binding.bind_cpu_input("attention_mask", np.ones((1, past_length + length + filler), dtype=np.int64))
         if self.has_position_ids:
             binding.bind_cpu_input("position_ids", np.arange(past_length, past_length + length, dtype=np.int64)[None])
 
@@ -124,17 +127,22 @@ class GreedyDecoder:
             return int(outputs[0].numpy()[0, -1].argmax())
         return step
 
-    def _shared_steps(self, max_length: int, prefix_kv: list[np.ndarray] | None = None):
+    def _shared_steps(self, max_length: int, prefix_kv: list[np.ndarray] | None = None, filled: bool = False):
         """Past and present bound once to the same per-layer buffers (GroupQueryAttention writes
         the new position into the buffer it read) and the logits to one [1, 1, vocab] buffer:
         a step rebinds only its few small inputs (rebinding everything cost Python time every step). The
         buffers start with `prefix_kv` when given. Returns the step and the buffers. `step(ids,
-        past_length, keep)` returns the greedy token after each of the last `keep` positions."""
-        binding = self.session.io_binding()
+        past_length, keep)` returns the greedy token after each of the last `keep` positions.
+        `filled`: on the filled graph, whose filler row needs one more position of room."""
+        from models.attention_filler import FILLER_ROWS
+
+        filler = FILLER_ROWS if filled else 0
+        session = self.filled_session() if filled else self.session
+        binding = session.io_binding()
         _, heads, _, dim = self.empty_past.shape
         buffers = []
         for index, (past, present) in enumerate(zip(self.past_names, self.present_names)):
-            array = np.zeros((1, heads, max_length, dim), dtype=self.kv_dtype)
+            array = np.zeros((1, heads, max_length + filler, dim), dtype=self.kv_dtype)
             if prefix_kv is not None:
                 array[:, :, : prefix_kv[index].shape[2]] = prefix_kv[index]
             buffers.append(self.ortvalue.ortvalue_from_numpy(array, self.device, 0))
@@ -151,10 +159,18 @@ class GreedyDecoder:
                 binding.bind_ortvalue_output("logits", logits_for[keep])
                 binding.bind_cpu_input("logits_to_keep", np.array([keep], dtype=np.int64))
                 bound[0] = keep
-            self._bind_step_inputs(binding, ids, past_length)
-            self.session.run_with_iobinding(binding)
+            self._bind_step_inputs(binding, ids, past_length, filler)
+            session.run_with_iobinding(binding)
             return logits_for[keep].numpy()[0].argmax(-1).tolist()
         return step, buffers
+
+    def filled_session(self):
+        """The filled graph's session (models/attention_filler.py), made the first time `wide_steps` decodes."""
+        if self._filled is None:
+            if self._filled_factory is None:
+                raise ValueError("wide_steps needs the filled graph's session (OnnxCausalLM makes it)")
+            self._filled = self._filled_factory()
+        return self._filled
 
     def cache_prefix(self, prefix_ids: list[int]) -> None:
         """Keep the key/values of a prefix that prompts start with (the chat template's system
@@ -186,8 +202,8 @@ class GreedyDecoder:
         if self.shares_kv_buffer:
             prefix, prefix_kv = self.prefix
             cached = len(prefix) < ids.shape[1] and tuple(ids[0, : len(prefix)].tolist()) == prefix
-            max_length = ids.shape[1] + max_new_tokens + (self.lookup.draft_tokens if self.lookup else 0) + self.wide_steps
-            step, _ = self._shared_steps(max_length, prefix_kv if cached else None)
+            max_length = ids.shape[1] + max_new_tokens + (self.lookup.draft_tokens if self.lookup else 0)
+            step, _ = self._shared_steps(max_length, prefix_kv if cached else None, filled=self.wide_steps)
             if cached:
                 ids, past_length = ids[:, len(prefix):], len(prefix)
         else:
@@ -196,7 +212,6 @@ class GreedyDecoder:
         if streamer is not None:
             streamer.put(input_ids)
         lookup = self.lookup if self.shares_kv_buffer else None
-        wide = self.wide_steps and self.shares_kv_buffer
         sequence, generated = input_ids[0].tolist(), []
         stats = {"drafted": 0, "accepted": 0, "passes": 0}
         pause, wait = 0, lookup.backoff if lookup else 0  # steps left without drafting; the next pause
@@ -205,11 +220,8 @@ class GreedyDecoder:
             drafting = lookup is not None and generated and pause == 0
             pause = max(pause - 1, 0)
             draft = lookup.draft(sequence, max_new_tokens - len(generated) - 1, length) if drafting else []
-            # a filler position when nothing is drafted: GroupQueryAttention computes a one-position pass
-            # another way than a wider one, so only passes ≥ 2 wide give every position the same bits
-            filler = [sequence[-1]] if wide and not draft else []
-            step_ids = np.array([[*ids[0].tolist(), *draft, *filler]], dtype=np.int64) if draft or filler else ids
-            choices = step(step_ids, past_length, len(draft) + len(filler) + 1)
+            step_ids = np.array([[*ids[0].tolist(), *draft]], dtype=np.int64) if draft else ids
+            choices = step(step_ids, past_length, len(draft) + 1)
             kept = next((i for i, (drafted, chosen) in enumerate(zip(draft, choices)) if drafted != chosen), len(draft))
             new = [*draft[:kept], choices[kept]]
             if draft:
@@ -241,12 +253,15 @@ class OnnxCausalLM:
     """An exported decoder (optimum's or ONNX Runtime GenAI's model builder's graph) as a runner's
     model: `__call__` gives full-sequence logits like a transformers model, `decoder` generates."""
 
-    def __init__(self, path: Path, session_options, provider: str):
+    def __init__(self, path: Path, session_options: Callable[[], object], provider: str):
+        """`session_options` makes a fresh SessionOptions for each session (the filled graph's too)."""
         import onnxruntime
         from transformers import AutoConfig
 
+        from models.attention_filler import filled_session
+
         config = json.loads((path / "config.json").read_text())
-        self.session = onnxruntime.InferenceSession(str(path / "model.onnx"), session_options, providers=[provider])
+        self.session = onnxruntime.InferenceSession(str(path / "model.onnx"), session_options(), providers=[provider])
         generation_config = path / "generation_config.json"
         configured = json.loads(generation_config.read_text()).get("eos_token_id") if generation_config.exists() else None
         configured = configured if configured is not None else config.get("eos_token_id")
@@ -256,7 +271,8 @@ class OnnxCausalLM:
         self.decoder = GreedyDecoder(self.session, eos, kv_heads=getattr(shape, "num_key_value_heads", None) or heads,
                                      head_dim=getattr(shape, "head_dim", None) or shape.hidden_size // heads,
                                      shares_kv_buffer=_has_op(path / "model.onnx", "GroupQueryAttention"),
-                                     device="cuda" if provider == "CUDAExecutionProvider" else "cpu")
+                                     device="cuda" if provider == "CUDAExecutionProvider" else "cpu",
+                                     filled_session=lambda: filled_session(path / "model.onnx", session_options(), provider))
 
     @property
     def device(self) -> str:

@@ -194,7 +194,7 @@ def _load_onnx(task: Task, path: Path, device: str | None = None):
     provider = "CPUExecutionProvider" if device == "cpu" else providers()[0]
     if task == "qa":
         return OnnxQA(Path(path), session_options(), provider, cuda_graph=os.environ.get("SHOWDOWN_CUDA_GRAPH", "1") != "0")
-    return OnnxCausalLM(Path(path), session_options(), provider)
+    return OnnxCausalLM(Path(path), session_options, provider)
 
 
 class OnnxQA:

@@ -55,7 +55,7 @@ def logits(model_dir, ids: torch.Tensor) -> np.ndarray:
     from models.decoding import OnnxCausalLM
     from models.runners import session_options
 
-    return np.asarray(OnnxCausalLM(model_dir, session_options(), "CPUExecutionProvider")(ids).logits)
+    return np.asarray(OnnxCausalLM(model_dir, session_options, "CPUExecutionProvider")(ids).logits)
 
 
 def test_graft_carries_every_weight_and_keeps_the_answer(grid_llama, fp32_graph, tmp_path):

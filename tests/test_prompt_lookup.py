@@ -40,10 +40,11 @@ def test_lookup_keeps_the_greedy_text_of_the_same_variant(built_presets, prompt)
 
 
 def test_with_every_pass_two_positions_wide_lookup_keeps_the_text_of_the_same_wide_decoding(built_presets):
-    """`wide_steps`: a filler position whenever nothing is drafted, so no pass is one position wide
-    (GroupQueryAttention computes a one-position pass another way; on the real int8 `optimized` this keeps
-    lookup's texts, but slows plain decoding more than lookup gains: off by default,
-    experiments/prompt-lookup/results.md). The filler's own output is never kept."""
+    """`wide_steps`: every pass on the filled graph, whose attention always has one more row than the pass
+    (models/attention_filler.py; GroupQueryAttention computes a one-row pass another way). On the real int8
+    `optimized` this keeps lookup's texts but slows plain decoding more than lookup gains on most prompts: off
+    by default (experiments/prompt-lookup/results.md). The filler row's key/value and output are never kept:
+    the tiny fp32 graph decodes the same tokens with and without it."""
     from models import generation
     from models.runners import load_runner
 

@@ -2,7 +2,9 @@
 that cost? On the built `optimized`: plain decoding (one position per pass), plain with a filler position
 (`GreedyDecoder.wide_steps`: every pass ≥ 2 wide) and lookup with wide steps, on the bench's chat prompt and
 a reading-comprehension prompt; texts compared, decode rates over interleaved rounds (64 tokens, end of
-sequence ignored).
+sequence ignored). Its results (results.md) were measured with the filler *token* that `wide_steps` then sent
+through the whole network; `wide_steps` now runs the filled graph instead (attention_filler.py: the same
+tokens, 9 of 9 prompts, at less cost), so a run of this script today measures that.
 
     python experiments/prompt-lookup/wide_passes.py [rounds]
 """

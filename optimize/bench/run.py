@@ -202,8 +202,8 @@ def _timed_generation(workload: str, prompt: str, config: BenchConfig, outside: 
 
 
 def _with_lookup(runner: Runner, prompt: str, new_tokens: int) -> dict:
-    """`optimized` with prompt lookup, every pass ≥ 2 positions wide (models/decoding.py `wide_steps`: the
-    form in which lookup keeps the text of the same wide decoding exactly; both off by default)."""
+    """`optimized` with prompt lookup, every attention pass ≥ 2 rows wide (models/decoding.py `wide_steps`, on the
+    filled graph: the form in which lookup keeps the text of the same wide decoding exactly; both off by default)."""
     decoder = runner.model.decoder
     before = decoder.lookup, decoder.wide_steps
     decoder.lookup, decoder.wide_steps = PromptLookup(), True
