@@ -40,6 +40,7 @@ from optimize.bench.tables import (
     GENERATION_PROMPT_WORDS,
     LOOKUP_WORKLOAD,
     OPTIMIZED_LOOKUP,
+    PRUNED_LOOKUP,
     Bench,
     EXACT_RUNG,
     BenchConfig,
@@ -190,19 +191,21 @@ def bench_generation(showdown: Showdown, config: BenchConfig, llama_cpp: Decoder
 def _timed_generation(workload: str, prompt: str, config: BenchConfig, outside: Decoders,
                       runners: dict[str, Runner]) -> list[Result]:
     """One generation workload in rotating rounds: every contender writes exactly `new_tokens`
-    (end-of-sequence ignored, as llama-bench times), `optimized` also with prompt lookup where it is ONNX."""
+    (end-of-sequence ignored, as llama-bench times), `optimized` and `pruned-optimized` also with prompt lookup
+    where they are ONNX."""
     new_tokens = config.new_tokens
     contenders = {name: (lambda f: lambda: f(prompt, new_tokens, True))(f) for name, f in outside.items()}
     contenders |= {name: (lambda r: lambda: generation.generate(r, prompt, new_tokens, ignore_eos=True))(runner)
                    for name, runner in runners.items()}
-    if "optimized" in runners and runners["optimized"].runtime == "onnxruntime":
-        contenders[OPTIMIZED_LOOKUP] = lambda: _with_lookup(runners["optimized"], prompt, new_tokens)
+    for variant, name in (("optimized", OPTIMIZED_LOOKUP), ("pruned-optimized", PRUNED_LOOKUP)):
+        if variant in runners and runners[variant].runtime == "onnxruntime":
+            contenders[name] = (lambda r: lambda: _with_lookup(r, prompt, new_tokens))(runners[variant])
     timings = timed_rounds(contenders, config.generation_rounds, 1)
     return [_result(workload, name, runs) for name, runs in timings.items()]
 
 
 def _with_lookup(runner: Runner, prompt: str, new_tokens: int) -> dict:
-    """`optimized` with prompt lookup, every attention pass ≥ 2 rows wide (models/decoding.py `wide_steps`, on the
+    """A variant with prompt lookup, every attention pass ≥ 2 rows wide (models/decoding.py `wide_steps`, on the
     filled graph: the form in which lookup keeps the text of the same wide decoding exactly; both off by default)."""
     decoder = runner.model.decoder
     before = decoder.lookup, decoder.wide_steps
@@ -215,8 +218,8 @@ def _with_lookup(runner: Runner, prompt: str, new_tokens: int) -> dict:
 
 def bench_lookup(config: BenchConfig, llama_cpp: Decoders, runners: dict[str, Runner]) -> list[Result]:
     """Issue 53's prompt-lookup comparison on a reading-comprehension prompt (a reading-set paragraph and
-    question: where an answer copies its prompt): llama.cpp plain and with its own lookup, `optimized`
-    plain and with lookup, the same prompt tokens and exactly `new_tokens` each."""
+    question: where an answer copies its prompt): llama.cpp plain and with its own lookup, `optimized` and
+    `pruned-optimized` plain and with lookup, the same prompt tokens and exactly `new_tokens` each."""
     from optimize.evaluate import reading
 
     optimized = runners.get("optimized")
@@ -226,7 +229,9 @@ def bench_lookup(config: BenchConfig, llama_cpp: Decoders, runners: dict[str, Ru
     prompt = reading.PROMPT.format(context=question.context, question=question.question)
     workload = (f"{LOOKUP_WORKLOAD}, reading-comprehension prompt ({len(optimized.tokenizer(prompt).input_ids)} tokens), "
                 f"exactly {config.new_tokens} new tokens greedy (end-of-sequence ignored)")
-    return _timed_generation(workload, prompt, config, llama_cpp, {"optimized": optimized})
+    onnx = {name: runners[name] for name in ("optimized", "pruned-optimized")
+            if name in runners and runners[name].runtime == "onnxruntime"}
+    return _timed_generation(workload, prompt, config, llama_cpp, onnx)
 
 
 def greedy_agreement(showdown: Showdown, config: BenchConfig, llama_cpp: Decoders, runners: dict[str, Runner]) -> dict[str, dict]:
