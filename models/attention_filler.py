@@ -51,7 +51,8 @@ def filled_model(model_path: Path) -> bytes:
 
 
 def filled_session(model_path: Path, session_options, provider: str):
-    """An ONNX Runtime session of `filled_model`, built in memory (nothing is written beside the model)."""
+    """An ONNX Runtime session of `filled_model`, built in memory (nothing is written beside the model).
+    `session_options` must be a fresh SessionOptions: it is told where the weights file lies."""
     import onnxruntime
 
     session_options.add_session_config_entry("session.model_external_initializers_file_folder_path",

@@ -36,6 +36,8 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from models.attention_filler import FILLER_ROWS, filled_session
+
 
 @dataclass(frozen=True)
 class PromptLookup:
@@ -134,8 +136,6 @@ class GreedyDecoder:
         buffers start with `prefix_kv` when given. Returns the step and the buffers. `step(ids,
         past_length, keep)` returns the greedy token after each of the last `keep` positions.
         `filled`: on the filled graph, whose filler row needs one more position of room."""
-        from models.attention_filler import FILLER_ROWS
-
         filler = FILLER_ROWS if filled else 0
         session = self.filled_session() if filled else self.session
         binding = session.io_binding()
@@ -257,8 +257,6 @@ class OnnxCausalLM:
         """`session_options` makes a fresh SessionOptions for each session (the filled graph's too)."""
         import onnxruntime
         from transformers import AutoConfig
-
-        from models.attention_filler import filled_session
 
         config = json.loads((path / "config.json").read_text())
         self.session = onnxruntime.InferenceSession(str(path / "model.onnx"), session_options(), providers=[provider])
