@@ -389,14 +389,28 @@ def test_the_app_times_every_qa_variant_as_in_process(app_client, free_port_modu
     call in a fresh process under the same 70 ms idle gap, the app's client kept off the app's cores;
     the median of 21 paired ratios (the app's PyTorch variants had run 1.3-1.6x their in-process time).
     The in-process side runs in its own process: in this one, earlier tests' threads and settings
-    slowed its PyTorch variants to 1.2-1.7x the app's."""
+    slowed its PyTorch variants to 1.2-1.7x the app's.
+    A variant outside the bound is measured again, each time in a fresh process, up to twice, and fails
+    only if every sample misses: one sample's median moves with the machine's load over its half-minute
+    (eleven samples of `pruned-optimized` read 0.89-1.17, CI's 1.22; docs/measurements.md), while the
+    slowdown this guards against (1.3-1.6x, from the app's thread settings) is in every sample."""
     client, _ = app_client
     assert client.predict(SEED_CONTEXT, "Who?", "baseline", api_name="/qa")["windows"] == 1
-    done = subprocess.run([sys.executable, "-m", "optimize.bench.app_timing", f"http://127.0.0.1:{free_port_module}/",
-                           str(tokens)], cwd=REPO_ROOT, env=repo_env(), capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    ratios = json.loads(done.stdout.strip().splitlines()[-1])
-    assert len(ratios) == 4 and all(1 / 1.15 <= ratio <= 1.15 for ratio in ratios.values()), (windows, ratios)
+
+    def ratios(*only: str) -> dict[str, float]:
+        done = subprocess.run([sys.executable, "-m", "optimize.bench.app_timing", f"http://127.0.0.1:{free_port_module}/",
+                               str(tokens), *only], cwd=REPO_ROOT, env=repo_env(), capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    def missed(sample: dict[str, float]) -> list[str]:
+        return [variant for variant, ratio in sample.items() if not 1 / 1.15 <= ratio <= 1.15]
+
+    samples = [ratios()]
+    assert len(samples[0]) == 4, samples
+    while missed(samples[-1]) and len(samples) < 3:
+        samples.append(ratios(*missed(samples[-1])))
+    assert not missed(samples[-1]), (windows, samples)
 
 
 def test_the_app_decodes_every_generation_variant_as_fast_as_in_process(app_client, free_port_module, in_process_showdown):

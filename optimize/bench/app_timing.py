@@ -189,11 +189,12 @@ def connect(url: str, server: subprocess.Popen, timeout_s: float = 120):
 # --- the physical limit for decoding --------------------------------------------------------------
 
 
-def qa_against_the_app(url: str, tokens: int, rounds: int = 21) -> dict[str, float]:
-    """Each QA variant's app / in-process model-time ratio at ~`tokens` tokens, the in-process side in
-    this process: run it in a fresh one (`python -m optimize.bench.app_timing URL TOKENS`), as a test
-    process's own threads and settings would time its models, not the app's. 21 rounds: the median of
-    9 pairs wandered too much for the shortest model (docs/measurements.md)."""
+def qa_against_the_app(url: str, tokens: int, rounds: int = 21, only: list[str] | None = None) -> dict[str, float]:
+    """Each QA variant's app / in-process model-time ratio at ~`tokens` tokens (`only` these variants
+    when given), the in-process side in this process: run it in a fresh one
+    (`python -m optimize.bench.app_timing URL TOKENS [VARIANT ...]`), as a test process's own threads and
+    settings would time its models, not the app's. 21 rounds: the median of 9 pairs wandered too much
+    for the shortest model (docs/measurements.md)."""
     import httpx
 
     from models.catalog import default_preset
@@ -201,7 +202,8 @@ def qa_against_the_app(url: str, tokens: int, rounds: int = 21) -> dict[str, flo
     from optimize.publish.report import QA_QUESTION, qa_context
 
     showdown = Showdown(presets={task: default_preset(task) for task in ("qa", "generation")})
-    variants = [s["variant"] for s in showdown.variants() if s["task"] == "qa" and s["status"] == "ready"]
+    variants = [s["variant"] for s in showdown.variants() if s["task"] == "qa" and s["status"] == "ready"
+                and (not only or s["variant"] in only)]
     context = qa_context(showdown.runner("qa", "baseline").tokenizer, tokens)
     with httpx.Client(base_url=url, timeout=120) as http:
         calls = {v: (lambda v=v: showdown.answer(context, QA_QUESTION, v),
@@ -215,4 +217,4 @@ def qa_against_the_app(url: str, tokens: int, rounds: int = 21) -> dict[str, flo
 if __name__ == "__main__":
     import models  # noqa: F401 - bounds thread spinning before torch loads
 
-    print(json.dumps(qa_against_the_app(sys.argv[1], int(sys.argv[2]))))
+    print(json.dumps(qa_against_the_app(sys.argv[1], int(sys.argv[2]), only=sys.argv[3:])))
