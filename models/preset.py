@@ -54,6 +54,7 @@ class Variant:
     how_to_build: str = ""
     recipe_dir: str = ""  # committed pruning plan + recovery delta that the build assembles from
     prune: PruneSpec | None = None  # the build prunes and recovers it from `built_from` (optimize/prune/)
+    prompt_lookup: bool = False  # an ONNX decoder decodes with exact prompt lookup by default (models/decoding.py)
 
 
 @dataclass(frozen=True)
@@ -80,8 +81,10 @@ class Preset:
 OPTIMIZE_STEPS = ("export-onnx", "graph-optimize", "quantize-dynamic-int8 (CPU) / fp16 (CUDA)")
 
 
-def optimized_variant(preset: str, task: str, built_from: str = "baseline", name: str = "optimized") -> Variant:
+def optimized_variant(preset: str, task: str, built_from: str = "baseline", name: str = "optimized",
+                      prompt_lookup: bool = False) -> Variant:
     return Variant(
         name=name, runtime="onnxruntime", source=Source("built"), built_from=built_from, steps=OPTIMIZE_STEPS,
         how_to_build=f"python -m optimize build --task {task} --preset {preset} --variant {name}",
+        prompt_lookup=prompt_lookup,
     )

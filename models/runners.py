@@ -30,11 +30,10 @@ def cpu_threads() -> int:
     return int(os.environ.get("SHOWDOWN_THREADS", os.cpu_count() or 1))
 
 
-def prompt_lookup() -> bool:
-    """Prompt lookup for the ONNX decoders (models/decoding.PromptLookup): SHOWDOWN_PROMPT_LOOKUP=1.
-    Off by default: it slowed the fp32-compute `optimized` where the text does not copy its prompt,
-    and changed some of the int8 `pruned-optimized`'s texts (experiments/prompt-lookup/results.md)."""
-    return os.environ.get("SHOWDOWN_PROMPT_LOOKUP", "0") == "1"
+def prompt_lookup() -> bool | None:
+    """SHOWDOWN_PROMPT_LOOKUP=1 / =0: exact prompt lookup on / off for every ONNX decoder; unset (None): each
+    variant decodes as its build saved (models/decoding.DecodingConfig)."""
+    return {"1": True, "0": False}.get(os.environ.get("SHOWDOWN_PROMPT_LOOKUP", ""))
 
 
 def torch_device() -> torch.device:
@@ -108,12 +107,12 @@ def load_runner(task: Task, variant: str, runtime: Runtime, path: Path, device: 
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = _load_torch(task, path, device) if runtime == "torch" else _load_onnx(task, path, device)
         if task == "generation" and hasattr(model, "decoder"):  # models.decoding.OnnxCausalLM
-            from models.decoding import PromptLookup
+            from models.decoding import DecodingConfig
             from models.generation import template_prefix
 
             model.decoder.cache_prefix(template_prefix(tokenizer))
-            if prompt_lookup():
-                model.decoder.lookup = PromptLookup()
+            wanted = prompt_lookup()
+            model.decoder.use_lookup(DecodingConfig.load(path).prompt_lookup if wanted is None else wanted)
     except VariantUnavailable:
         raise
     except Exception as error:  # whatever the loaders raise (onnxruntime's InvalidProtobuf, transformers' OSError…)

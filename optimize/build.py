@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from models.catalog import Preset, Variant
+from models.decoding import DecodingConfig
 from models.machine import cpu_name
 from models.manifest import atomic_dir, read_manifest, size_bytes, source_fingerprint, verify, write_manifest
 from models.runners import ONNX_FILE, providers
@@ -102,7 +103,8 @@ def _build_onnx(target: BuildTarget, recipe: OnnxRecipe | None, force: bool, pro
         preset.task, from_gguf=preset.task == "generation" and source_gguf(preset, variant_name) is not None)
     if not strict:
         ladder = ladder[:1]
-    target = target.with_inputs(recipes=[asdict(r) for r in ladder], cuda=cuda, **gate_inputs(preset.task))
+    lookup = {"prompt_lookup": True} if target.variant.prompt_lookup and preset.task == "generation" else {}
+    target = target.with_inputs(recipes=[asdict(r) for r in ladder], cuda=cuda, **gate_inputs(preset.task), **lookup)
     if target.up_to_date(force, progress):
         return target.directory
     inputs = target.inputs
@@ -163,6 +165,9 @@ def _build_onnx_once(target: BuildTarget, recipe: OnnxRecipe, cuda: bool, progre
         for name in KEEP_FILES:
             if (target.source / name).exists():
                 shutil.copy(target.source / name, staging / name)
+        if target.inputs.get("prompt_lookup"):  # measured and shipped decoding this way (models/decoding.py)
+            DecodingConfig(prompt_lookup=True).save(staging)
+            steps.append("decodes with exact prompt lookup by default (every pass on the filled graph)")
         shutil.rmtree(work, ignore_errors=True)
         metrics = {}
         if evaluate:

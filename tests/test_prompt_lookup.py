@@ -1,7 +1,7 @@
 """Prompt lookup (issue 53): drafts copied from the text so far, checked in one pass, keep the
 model's own greedy output token for token on the tiny model's graph (on the real int8 variants a
-one-position pass and a wider one part texts, through GroupQueryAttention: experiments/prompt-lookup/results.md,
-why it is off by default)."""
+one-position pass and a wider one part texts, through GroupQueryAttention, unless every pass is on the filled
+graph: experiments/prompt-lookup/results.md, and why only `pruned-optimized` decodes with it by default)."""
 import pytest
 
 from models.decoding import PromptLookup
@@ -43,7 +43,7 @@ def test_with_every_pass_two_positions_wide_lookup_keeps_the_text_of_the_same_wi
     """`wide_steps`: every pass on the filled graph, whose attention always has one more row than the pass
     (models/attention_filler.py; GroupQueryAttention computes a one-row pass another way). On the real int8
     `optimized` this keeps lookup's texts but slows plain decoding more than lookup gains on most prompts: off
-    by default (experiments/prompt-lookup/results.md). The filler row's key/value and output are never kept:
+    by default there (experiments/prompt-lookup/results.md). The filler row's key/value and output are never kept:
     the tiny fp32 graph decodes the same tokens with and without it."""
     from models import generation
     from models.runners import load_runner
@@ -60,3 +60,38 @@ def test_with_every_pass_two_positions_wide_lookup_keeps_the_text_of_the_same_wi
     assert wide["new_tokens"] == looked_up["new_tokens"] == 40 and looked_up["draft"]["passes"] > 0
     assert looked_up["text"] == wide["text"]
     assert wide["text"] == plain["text"]  # the tiny model's fp32 graph: the same tokens either way
+
+
+def test_a_variant_built_with_lookup_by_default_decodes_with_it_and_keeps_its_text(tiny_llama_dir, monkeypatch):
+    """Issue 53, "on by default where it pays": a variant whose catalog entry asks for lookup is built with its
+    decoding saved beside the graph (so its files, and the records keyed by them, say how it writes), and loads
+    decoding with exact lookup: drafts kept, the text of the same wide decoding. SHOWDOWN_PROMPT_LOOKUP=0 turns
+    it off for every decoder."""
+    import dataclasses
+
+    from models import generation
+    from models.decoding import DECODING_FILE
+    from models.manifest import read_manifest
+    from models.runners import load_runner
+    from optimize.build import build_onnx
+    from tests.tiny import tiny_preset
+
+    preset = tiny_preset("generation", tiny_llama_dir, name="tiny-lookup")
+    preset = dataclasses.replace(preset, variants=tuple(
+        dataclasses.replace(v, prompt_lookup=True) if v.name == "optimized" else v for v in preset.variants))
+    directory = build_onnx(preset, "optimized", evaluate=False)
+    assert (directory / DECODING_FILE).exists()
+    assert read_manifest(directory)["inputs"]["prompt_lookup"] is True
+    prompt = "Repeat after me: the quick brown fox jumps over the lazy dog. the quick brown fox jumps over the lazy dog."
+
+    monkeypatch.delenv("SHOWDOWN_PROMPT_LOOKUP", raising=False)
+    runner = load_runner("generation", "optimized", "onnxruntime", directory)
+    assert runner.model.decoder.wide_steps
+    looked_up = generation.generate(runner, prompt, 40, ignore_eos=True)
+    assert looked_up["draft"]["passes"] > 0
+    runner.model.decoder.lookup = None  # the same wide decoding, no drafts
+    assert generation.generate(runner, prompt, 40, ignore_eos=True)["text"] == looked_up["text"]
+
+    monkeypatch.setenv("SHOWDOWN_PROMPT_LOOKUP", "0")
+    plain = load_runner("generation", "optimized", "onnxruntime", directory)
+    assert not plain.model.decoder.wide_steps and "draft" not in generation.generate(plain, prompt, 8)

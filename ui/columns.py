@@ -102,6 +102,16 @@ def _gate_text(accuracy: dict) -> str:
     return f"\n\n⚠️ missed accuracy gate: {'; '.join(missed)}" if missed else ""
 
 
+def _lookup_note(draft: dict | None) -> str:
+    """Exact prompt lookup, where the variant decodes with it: what its drafts bought (nothing on a text
+    that does not repeat its prompt)."""
+    if draft is None:
+        return ""
+    if not draft["drafted"]:
+        return " · prompt lookup on, nothing to draft"
+    return f" · prompt lookup kept {draft['accepted']} of {draft['drafted']} drafted tokens ({100 * draft['acceptance']:.0f} %)"
+
+
 def _speedup(result: dict, baseline: dict | None, task: str) -> str:
     """QA: the baseline's total time over this variant's. Generation: decoding speed over the
     baseline's, with the first token apart: total times of texts of different lengths do not compare."""
@@ -130,8 +140,7 @@ def stats_markdown(status: dict, result: dict, baseline: dict | None, task: str)
     if task == "generation":
         lines.append(f"first token {_ms(result['ttft_ms'])} (prompt {result.get('prefill_tokens_per_s', 0):,.0f} tokens/s) · "
                      f"**decoding {result.get('decode_tokens_per_s', 0):.1f} tokens/s** · {result['new_tokens']} tokens written"
-                     + (f" · prompt lookup kept {result['draft']['accepted']} of {result['draft']['drafted']} drafted tokens"
-                        if result.get("draft", {}).get("drafted") else ""))
+                     + _lookup_note(result.get("draft")))
     else:
         lines.append(f"{result['tokens']} tokens in {result['windows']} window(s) · null margin {result['score']:+.2f}"
                      + (f" · answerability {result['answerability']:+.2f}" if result.get("verifier") and result.get("answerability") is not None else ""))

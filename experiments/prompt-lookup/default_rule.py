@@ -12,12 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from models import generation
-from models.catalog import default_preset
-from models.decoding import PromptLookup
-from models.runners import load_runner
-
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).parent)]
+from models import generation  # noqa: E402
+from models.catalog import default_preset  # noqa: E402
+from models.decoding import PromptLookup  # noqa: E402
+from models.runners import load_runner  # noqa: E402
 from attention_filler import decode_rate  # noqa: E402
 from measure import prompts as validation_prompts  # noqa: E402
 

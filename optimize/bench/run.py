@@ -28,7 +28,6 @@ import numpy as np
 import torch
 
 from models import generation, qa
-from models.decoding import PromptLookup
 from models.errors import VariantUnavailable
 from models.reports import REPORTS_DIR
 from models.runners import Runner, cpu_threads, load_runner  # the same ORT settings for every contender
@@ -191,25 +190,27 @@ def bench_generation(showdown: Showdown, config: BenchConfig, llama_cpp: Decoder
 def _timed_generation(workload: str, prompt: str, config: BenchConfig, outside: Decoders,
                       runners: dict[str, Runner]) -> list[Result]:
     """One generation workload in rotating rounds: every contender writes exactly `new_tokens`
-    (end-of-sequence ignored, as llama-bench times), `optimized` and `pruned-optimized` also with prompt lookup
-    where they are ONNX."""
+    (end-of-sequence ignored, as llama-bench times). `optimized` and `pruned-optimized`, where ONNX, run twice:
+    plain (their rows) and with exact prompt lookup, whichever of the two they ship (models/decoding.py)."""
     new_tokens = config.new_tokens
     contenders = {name: (lambda f: lambda: f(prompt, new_tokens, True))(f) for name, f in outside.items()}
-    contenders |= {name: (lambda r: lambda: generation.generate(r, prompt, new_tokens, ignore_eos=True))(runner)
+    contenders |= {name: (lambda r: lambda: _decoded(r, prompt, new_tokens, lookup=False))(runner)
                    for name, runner in runners.items()}
     for variant, name in (("optimized", OPTIMIZED_LOOKUP), ("pruned-optimized", PRUNED_LOOKUP)):
         if variant in runners and runners[variant].runtime == "onnxruntime":
-            contenders[name] = (lambda r: lambda: _with_lookup(r, prompt, new_tokens))(runners[variant])
+            contenders[name] = (lambda r: lambda: _decoded(r, prompt, new_tokens, lookup=True))(runners[variant])
     timings = timed_rounds(contenders, config.generation_rounds, 1)
     return [_result(workload, name, runs) for name, runs in timings.items()]
 
 
-def _with_lookup(runner: Runner, prompt: str, new_tokens: int) -> dict:
-    """A variant with prompt lookup, every attention pass ≥ 2 rows wide (models/decoding.py `wide_steps`, on the
-    filled graph: the form in which lookup keeps the text of the same wide decoding exactly; both off by default)."""
-    decoder = runner.model.decoder
+def _decoded(runner: Runner, prompt: str, new_tokens: int, lookup: bool) -> dict:
+    """An ONNX variant plain or with exact prompt lookup (models/decoding.py `use_lookup`), whichever it ships,
+    set back after; a PyTorch variant as it is."""
+    decoder = getattr(runner.model, "decoder", None)
+    if decoder is None:
+        return generation.generate(runner, prompt, new_tokens, ignore_eos=True)
     before = decoder.lookup, decoder.wide_steps
-    decoder.lookup, decoder.wide_steps = PromptLookup(), True
+    decoder.use_lookup(lookup)
     try:
         return generation.generate(runner, prompt, new_tokens, ignore_eos=True)
     finally:

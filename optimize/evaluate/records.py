@@ -13,6 +13,7 @@ from pathlib import Path
 from models.catalog import PRESETS, artifacts_root
 from models.machine import cpu_name, isa
 from models.manifest import source_fingerprint
+from models.runners import prompt_lookup
 
 
 def record_path(preset_name: str, committed: Path, user_file: str) -> Path:
@@ -52,7 +53,8 @@ def model_record(preset_name: str, directory: Path, committed: Path, user_file: 
     saying when and on which CPU; otherwise `measure()` runs here and the record keeps it
     (`to_entry`/`from_entry` convert). `optimize verify` (records off) writes nothing and reads no
     record: it measures each model once per process (a baseline is the source of two variants)."""
-    key = f"{source_fingerprint(directory)[:16]}-{set_key}"
+    forced = prompt_lookup()  # SHOWDOWN_PROMPT_LOOKUP overrides the decoding the files say: another text, another key
+    key = f"{source_fingerprint(directory)[:16]}-{set_key}" + ("" if forced is None else f"-lookup-{'on' if forced else 'off'}")
     if records_off():
         if key not in MEASURED_HERE:
             MEASURED_HERE[key] = measure()
