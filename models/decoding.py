@@ -90,7 +90,10 @@ class DecodingConfig:
 
 class GreedyDecoder:
     def __init__(self, session, eos_token_ids: set[int], kv_heads: int | None = None, head_dim: int | None = None,
-                 shares_kv_buffer: bool = False, device: str = "cpu", filled_session: Callable[[], object] | None = None):
+                 shares_kv_buffer: bool = False, device: str = "cpu", filled_session: Callable[[], object] | None = None,
+                 filled: bool = False):
+        """`filled`: `session` is the filled graph itself (models/attention_filler.py), the only one a variant
+        that decodes with lookup loads: every pass is wide, and the one-row graph's memory is not spent."""
         import onnxruntime
 
         self.session = session
@@ -112,14 +115,15 @@ class GreedyDecoder:
         self.shares_kv_buffer = shares_kv_buffer and self.has_logits_to_keep and isinstance(self.vocab_size, int)
         self.prefix: tuple[tuple[int, ...], list[np.ndarray] | None] = ((), None)  # see cache_prefix
         self.lookup: PromptLookup | None = None  # drafts checked in one pass (shared-buffer graphs only)
-        self.wide_steps = False  # every attention pass ≥ 2 rows wide (the filled graph): lookup then keeps the text exactly
+        self.filled = filled
+        self.wide_steps = filled  # every attention pass ≥ 2 rows wide (the filled graph): lookup then keeps the text exactly
         self._filled_factory, self._filled = filled_session, None  # the filled graph's session, made on first use
         self.last_lookup = {"drafted": 0, "accepted": 0, "passes": 0}  # of the last generate() with lookup on
 
     def _bind(self, binding, ids: np.ndarray, past, past_length: int, logits_kept: int) -> None:
         binding.clear_binding_inputs()
         binding.clear_binding_outputs()
-        self._bind_step_inputs(binding, ids, past_length)
+        self._bind_step_inputs(binding, ids, past_length, FILLER_ROWS if self.filled else 0)
         if self.has_logits_to_keep:
             binding.bind_cpu_input("logits_to_keep", np.array([logits_kept], dtype=np.int64))
         for name, value in zip(self.past_names, past):
@@ -157,6 +161,7 @@ class GreedyDecoder:
         buffers start with `prefix_kv` when given. Returns the step and the buffers. `step(ids,
         past_length, keep)` returns the greedy token after each of the last `keep` positions.
         `filled`: on the filled graph, whose filler row needs one more position of room."""
+        filled = filled or self.filled
         filler = FILLER_ROWS if filled else 0
         session = self.filled_session() if filled else self.session
         binding = session.io_binding()
@@ -189,10 +194,13 @@ class GreedyDecoder:
         """Exact prompt lookup on or off: drafts and every pass on the filled graph together, so the text is the
         same with or without a draft (CPU graphs with a shared key/value buffer only; others decode plainly)."""
         on = on and self.shares_kv_buffer and self.device == "cpu"  # the filled graph is made and measured for the CPU
-        self.lookup, self.wide_steps = (PromptLookup() if on else None), on
+        self.lookup, self.wide_steps = (PromptLookup() if on else None), on or self.filled
 
     def filled_session(self):
-        """The filled graph's session (models/attention_filler.py), made the first time `wide_steps` decodes."""
+        """The filled graph's session (models/attention_filler.py): the decoder's own when `filled`, else made the
+        first time `wide_steps` decodes."""
+        if self.filled:
+            return self.session
         if self._filled is None:
             if self._filled_factory is None:
                 raise ValueError("wide_steps needs the filled graph's session (OnnxCausalLM makes it)")
@@ -206,7 +214,7 @@ class GreedyDecoder:
         repeated context)."""
         if not self.shares_kv_buffer or not prefix_ids:
             return
-        step, buffers = self._shared_steps(len(prefix_ids))
+        step, buffers = self._shared_steps(len(prefix_ids), filled=self.filled)
         step(np.array([prefix_ids], dtype=np.int64), 0)
         self.prefix = (tuple(prefix_ids), [np.array(buffer.numpy()) for buffer in buffers])
 
@@ -280,13 +288,16 @@ class OnnxCausalLM:
     """An exported decoder (optimum's or ONNX Runtime GenAI's model builder's graph) as a runner's
     model: `__call__` gives full-sequence logits like a transformers model, `decoder` generates."""
 
-    def __init__(self, path: Path, session_options: Callable[[], object], provider: str):
+    def __init__(self, path: Path, session_options: Callable[[], object], provider: str, filled: bool = False):
         """`session_options` makes a fresh SessionOptions for each session (the filled graph's too)."""
         import onnxruntime
         from transformers import AutoConfig
 
         config = json.loads((path / "config.json").read_text())
-        self.session = onnxruntime.InferenceSession(str(path / "model.onnx"), session_options(), providers=[provider])
+        shares_kv_buffer = _has_op(path / "model.onnx", "GroupQueryAttention")
+        filled = filled and shares_kv_buffer and provider == "CPUExecutionProvider"
+        self.session = (filled_session(path / "model.onnx", session_options(), provider) if filled else
+                        onnxruntime.InferenceSession(str(path / "model.onnx"), session_options(), providers=[provider]))
         generation_config = path / "generation_config.json"
         configured = json.loads(generation_config.read_text()).get("eos_token_id") if generation_config.exists() else None
         configured = configured if configured is not None else config.get("eos_token_id")
@@ -295,7 +306,7 @@ class OnnxCausalLM:
         heads = shape.num_attention_heads
         self.decoder = GreedyDecoder(self.session, eos, kv_heads=getattr(shape, "num_key_value_heads", None) or heads,
                                      head_dim=getattr(shape, "head_dim", None) or shape.hidden_size // heads,
-                                     shares_kv_buffer=_has_op(path / "model.onnx", "GroupQueryAttention"),
+                                     shares_kv_buffer=shares_kv_buffer, filled=filled,
                                      device="cuda" if provider == "CUDAExecutionProvider" else "cpu",
                                      filled_session=lambda: filled_session(path / "model.onnx", session_options(), provider))
 

@@ -102,17 +102,19 @@ def load_runner(task: Task, variant: str, runtime: Runtime, path: Path, device: 
     ("cpu" or "cuda"; default: the GPU when there is one, see torch_device and providers)."""
     from transformers import AutoTokenizer
 
+    from models.decoding import DecodingConfig
+
     torch.set_num_threads(cpu_threads())
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = _load_torch(task, path, device) if runtime == "torch" else _load_onnx(task, path, device)
+        wanted = prompt_lookup()
+        lookup = task == "generation" and (DecodingConfig.load(path).prompt_lookup if wanted is None else wanted)
+        model = _load_torch(task, path, device) if runtime == "torch" else _load_onnx(task, path, device, lookup)
         if task == "generation" and hasattr(model, "decoder"):  # models.decoding.OnnxCausalLM
-            from models.decoding import DecodingConfig
             from models.generation import template_prefix
 
             model.decoder.cache_prefix(template_prefix(tokenizer))
-            wanted = prompt_lookup()
-            model.decoder.use_lookup(DecodingConfig.load(path).prompt_lookup if wanted is None else wanted)
+            model.decoder.use_lookup(lookup)
     except VariantUnavailable:
         raise
     except Exception as error:  # whatever the loaders raise (onnxruntime's InvalidProtobuf, transformers' OSError…)
@@ -185,7 +187,8 @@ def providers() -> list[str]:
     return [p for p in wanted if p in available]
 
 
-def _load_onnx(task: Task, path: Path, device: str | None = None):
+def _load_onnx(task: Task, path: Path, device: str | None = None, lookup: bool = False):
+    """`lookup`: a decoder loads only the filled graph, on which exact prompt lookup runs (models/decoding.py)."""
     from models.decoding import OnnxCausalLM
 
     if not (Path(path) / ONNX_FILE).exists():
@@ -193,7 +196,7 @@ def _load_onnx(task: Task, path: Path, device: str | None = None):
     provider = "CPUExecutionProvider" if device == "cpu" else providers()[0]
     if task == "qa":
         return OnnxQA(Path(path), session_options(), provider, cuda_graph=os.environ.get("SHOWDOWN_CUDA_GRAPH", "1") != "0")
-    return OnnxCausalLM(Path(path), session_options, provider)
+    return OnnxCausalLM(Path(path), session_options, provider, filled=lookup)
 
 
 class OnnxQA:

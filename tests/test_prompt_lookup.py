@@ -65,8 +65,8 @@ def test_with_every_pass_two_positions_wide_lookup_keeps_the_text_of_the_same_wi
 def test_a_variant_built_with_lookup_by_default_decodes_with_it_and_keeps_its_text(tiny_llama_dir, monkeypatch):
     """Issue 53, "on by default where it pays": a variant whose catalog entry asks for lookup is built with its
     decoding saved beside the graph (so its files, and the records keyed by them, say how it writes), and loads
-    decoding with exact lookup: drafts kept, the text of the same wide decoding. SHOWDOWN_PROMPT_LOOKUP=0 turns
-    it off for every decoder."""
+    decoding with exact lookup from the filled graph alone: drafts kept, the text of the same wide decoding.
+    SHOWDOWN_PROMPT_LOOKUP=0 turns it off for every decoder."""
     import dataclasses
 
     from models import generation
@@ -86,7 +86,7 @@ def test_a_variant_built_with_lookup_by_default_decodes_with_it_and_keeps_its_te
 
     monkeypatch.delenv("SHOWDOWN_PROMPT_LOOKUP", raising=False)
     runner = load_runner("generation", "optimized", "onnxruntime", directory)
-    assert runner.model.decoder.wide_steps
+    assert runner.model.decoder.filled and runner.model.decoder.wide_steps  # the filled graph is the only one loaded
     looked_up = generation.generate(runner, prompt, 40, ignore_eos=True)
     assert looked_up["draft"]["passes"] > 0
     runner.model.decoder.lookup = None  # the same wide decoding, no drafts
@@ -94,4 +94,5 @@ def test_a_variant_built_with_lookup_by_default_decodes_with_it_and_keeps_its_te
 
     monkeypatch.setenv("SHOWDOWN_PROMPT_LOOKUP", "0")
     plain = load_runner("generation", "optimized", "onnxruntime", directory)
-    assert not plain.model.decoder.wide_steps and "draft" not in generation.generate(plain, prompt, 8)
+    assert not plain.model.decoder.filled and not plain.model.decoder.wide_steps
+    assert "draft" not in generation.generate(plain, prompt, 8)
