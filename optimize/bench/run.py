@@ -196,11 +196,20 @@ def _timed_generation(workload: str, prompt: str, config: BenchConfig, outside: 
     contenders = {name: (lambda f: lambda: f(prompt, new_tokens, True))(f) for name, f in outside.items()}
     contenders |= {name: (lambda r: lambda: _decoded(r, prompt, new_tokens, lookup=False))(runner)
                    for name, runner in runners.items()}
+    not_shipped = set()
     for variant, name in (("optimized", OPTIMIZED_LOOKUP), ("pruned-optimized", PRUNED_LOOKUP)):
         if variant in runners and runners[variant].runtime == "onnxruntime":
             contenders[name] = (lambda r: lambda: _decoded(r, prompt, new_tokens, lookup=True))(runners[variant])
+            not_shipped.add(variant if runners[variant].model.decoder.lookup is not None else name)
     timings = timed_rounds(contenders, config.generation_rounds, 1)
-    return [_result(workload, name, runs) for name, runs in timings.items()]
+    results = [_result(workload, name, runs) for name, runs in timings.items()]
+    for result in results:
+        result.shipped = result.contender not in not_shipped
+        if result.contender in (OPTIMIZED_LOOKUP, PRUNED_LOOKUP) and result.shipped:
+            result.notes = f"its default decoding; {result.notes}"
+        elif result.contender in ("optimized", "pruned-optimized") and not result.shipped:
+            result.notes = f"lookup off (it ships with lookup; its graph stays the filled one); {result.notes}".rstrip("; ")
+    return results
 
 
 def _decoded(runner: Runner, prompt: str, new_tokens: int, lookup: bool) -> dict:

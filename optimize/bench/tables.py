@@ -47,6 +47,7 @@ class Result:
     new_tokens: int | None = None  # generation: tokens written (the same for every timed contender)
     answer: str = ""
     notes: str = ""
+    shipped: bool = True  # False: a variant timed in the decoding it does not ship (plain or lookup: models/decoding.py)
 
 
 @dataclass
@@ -141,7 +142,13 @@ def ratios(results: list[Result]) -> dict[str, float]:
         if gen_best and other:
             out[f"generation_vs_{name}"] = round(gen_best / other, 2)
     rows = {r.contender: r for r in results if r.workload.startswith("generation")}
-    ours, llama, pruned = rows.get("optimized"), rows.get("llama.cpp"), rows.get("pruned-optimized")
+
+    def shipped(variant: str, looked_up: str) -> Result | None:
+        """The variant's row in the decoding it ships (plain or with prompt lookup)."""
+        return next((r for r in (rows.get(variant), rows.get(looked_up)) if r and r.shipped), None)
+
+    ours, llama = shipped("optimized", OPTIMIZED_LOOKUP), rows.get("llama.cpp")
+    pruned = shipped("pruned-optimized", PRUNED_LOOKUP)
     if ours and pruned and ours.decode_tokens_per_s and pruned.decode_tokens_per_s:
         out["pruned_optimized_decode_vs_optimized"] = round(pruned.decode_tokens_per_s / ours.decode_tokens_per_s, 2)
     if ours and llama and ours.tokens_per_s and llama.tokens_per_s:
