@@ -122,8 +122,16 @@ def ratios(results: list[Result]) -> dict[str, float]:
                 return r.tokens_per_s if r.tokens_per_s is not None else r.latency_p50_ms
         return None
 
+    rows = {r.contender: r for r in results if r.workload.startswith("generation")}
+    looked_up_names = {"optimized": OPTIMIZED_LOOKUP, "pruned-optimized": PRUNED_LOOKUP}
+
+    def shipped(variant: str | None) -> Result | None:
+        """The variant's row in the decoding it ships (plain, or with prompt lookup: models/decoding.py)."""
+        return next((r for r in (rows.get(variant), rows.get(looked_up_names.get(variant))) if r and r.shipped), None)
+
     out = {}
-    qa_best, gen_best = p50("QA ~384", fastest_built(results, "QA ~384")), p50("generation", fastest_built(results, "generation"))
+    fastest_generation = shipped(fastest_built(results, "generation"))
+    qa_best, gen_best = p50("QA ~384", fastest_built(results, "QA ~384")), fastest_generation and fastest_generation.tokens_per_s
     for name, contender in (("pipeline_fp32", "pipeline-fp32"), ("optimum_int8", "optimum-int8")):
         other = p50("QA ~384", contender)
         if qa_best and other:
@@ -141,14 +149,7 @@ def ratios(results: list[Result]) -> dict[str, float]:
         other = p50("generation", contender)
         if gen_best and other:
             out[f"generation_vs_{name}"] = round(gen_best / other, 2)
-    rows = {r.contender: r for r in results if r.workload.startswith("generation")}
-
-    def shipped(variant: str, looked_up: str) -> Result | None:
-        """The variant's row in the decoding it ships (plain or with prompt lookup)."""
-        return next((r for r in (rows.get(variant), rows.get(looked_up)) if r and r.shipped), None)
-
-    ours, llama = shipped("optimized", OPTIMIZED_LOOKUP), rows.get("llama.cpp")
-    pruned = shipped("pruned-optimized", PRUNED_LOOKUP)
+    ours, llama, pruned = shipped("optimized"), rows.get("llama.cpp"), shipped("pruned-optimized")
     if ours and pruned and ours.decode_tokens_per_s and pruned.decode_tokens_per_s:
         out["pruned_optimized_decode_vs_optimized"] = round(pruned.decode_tokens_per_s / ours.decode_tokens_per_s, 2)
     if ours and llama and ours.tokens_per_s and llama.tokens_per_s:
