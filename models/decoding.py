@@ -214,7 +214,7 @@ class GreedyDecoder:
         repeated context)."""
         if not self.shares_kv_buffer or not prefix_ids:
             return
-        step, buffers = self._shared_steps(len(prefix_ids), filled=self.filled)
+        step, buffers = self._shared_steps(len(prefix_ids))  # on the filled graph when it is the decoder's own
         step(np.array([prefix_ids], dtype=np.int64), 0)
         self.prefix = (tuple(prefix_ids), [np.array(buffer.numpy()) for buffer in buffers])
 

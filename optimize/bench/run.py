@@ -37,9 +37,8 @@ from optimize.bench.app_timing import FLOOR, bench_app
 from optimize.bench.contenders import exact_rung_dir, generation_contenders, llama_cpp_contender, qa_pipelines
 from optimize.bench.tables import (
     GENERATION_PROMPT_WORDS,
+    LOOKUP_ROWS,
     LOOKUP_WORKLOAD,
-    OPTIMIZED_LOOKUP,
-    PRUNED_LOOKUP,
     Bench,
     EXACT_RUNG,
     BenchConfig,
@@ -197,7 +196,7 @@ def _timed_generation(workload: str, prompt: str, config: BenchConfig, outside: 
     contenders |= {name: (lambda r: lambda: _decoded(r, prompt, new_tokens, lookup=False))(runner)
                    for name, runner in runners.items()}
     not_shipped = set()
-    for variant, name in (("optimized", OPTIMIZED_LOOKUP), ("pruned-optimized", PRUNED_LOOKUP)):
+    for variant, name in LOOKUP_ROWS.items():
         if variant in runners and runners[variant].runtime == "onnxruntime":
             contenders[name] = (lambda r: lambda: _decoded(r, prompt, new_tokens, lookup=True))(runners[variant])
             not_shipped.add(variant if runners[variant].model.decoder.lookup is not None else name)
@@ -205,9 +204,9 @@ def _timed_generation(workload: str, prompt: str, config: BenchConfig, outside: 
     results = [_result(workload, name, runs) for name, runs in timings.items()]
     for result in results:
         result.shipped = result.contender not in not_shipped
-        if result.contender in (OPTIMIZED_LOOKUP, PRUNED_LOOKUP) and result.shipped:
+        if result.contender in LOOKUP_ROWS.values() and result.shipped:
             result.notes = f"its default decoding; {result.notes}"
-        elif result.contender in ("optimized", "pruned-optimized") and not result.shipped:
+        elif result.contender in LOOKUP_ROWS and not result.shipped:
             result.notes = f"lookup off (it ships with lookup; its graph stays the filled one); {result.notes}".rstrip("; ")
     return results
 

@@ -69,6 +69,7 @@ EXACT_RUNG = "optimized, exact rung"  # the bench's name for `optimized`'s exact
 LOOKUP_WORKLOAD = "prompt lookup"  # the reading-comprehension workload's name (issue 53)
 OPTIMIZED_LOOKUP, LLAMA_CPP_LOOKUP = "optimized, prompt lookup", "llama.cpp, prompt lookup"
 PRUNED_LOOKUP = "pruned-optimized, prompt lookup"
+LOOKUP_ROWS = {"optimized": OPTIMIZED_LOOKUP, "pruned-optimized": PRUNED_LOOKUP}  # each ONNX variant's row with lookup
 
 TARGETS = {  # issue 4: ratios measured in one run on a 2-core CPU
     "qa384_vs_pipeline_fp32": 6.0, "qa384_vs_optimum_int8": 1.5,  # issue 27 raised 1.3 to 1.5
@@ -123,11 +124,9 @@ def ratios(results: list[Result]) -> dict[str, float]:
         return None
 
     rows = {r.contender: r for r in results if r.workload.startswith("generation")}
-    looked_up_names = {"optimized": OPTIMIZED_LOOKUP, "pruned-optimized": PRUNED_LOOKUP}
-
     def shipped(variant: str | None) -> Result | None:
         """The variant's row in the decoding it ships (plain, or with prompt lookup: models/decoding.py)."""
-        return next((r for r in (rows.get(variant), rows.get(looked_up_names.get(variant))) if r and r.shipped), None)
+        return next((r for r in (rows.get(variant), rows.get(LOOKUP_ROWS.get(variant))) if r and r.shipped), None)
 
     out = {}
     fastest_generation = shipped(fastest_built(results, "generation"))
@@ -157,8 +156,8 @@ def ratios(results: list[Result]) -> dict[str, float]:
         out["optimized_overall_vs_llama_cpp"] = round(ours.tokens_per_s / llama.tokens_per_s, 2)
         out["llama_cpp_ttft_vs_optimized"] = round(llama.ttft_ms / ours.ttft_ms, 2)
     reading = {r.contender: r for r in results if r.workload.startswith(LOOKUP_WORKLOAD)}
-    for prefix, ours_looked_up in (("optimized", OPTIMIZED_LOOKUP), ("pruned_optimized", PRUNED_LOOKUP)):
-        looked_up = reading.get(ours_looked_up)
+    for variant, ours_looked_up in LOOKUP_ROWS.items():
+        prefix, looked_up = variant.replace("-", "_"), reading.get(ours_looked_up)
         for name, contender in (("llama_cpp", "llama.cpp"), ("llama_cpp_lookup", LLAMA_CPP_LOOKUP)):
             other = reading.get(contender)
             if looked_up and other and looked_up.decode_tokens_per_s and other.decode_tokens_per_s:
