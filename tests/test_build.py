@@ -3,6 +3,7 @@ import json
 
 import numpy as np
 import onnx
+import pytest
 
 from models import generation, qa
 from models.manifest import read_manifest, sha256
@@ -136,9 +137,10 @@ def test_smoothquant_moves_activation_range_into_weights_without_changing_the_mo
     assert gains[5] / gains.median() < 40.0 / original.model.layers[0].input_layernorm.weight.abs().median()
 
 
-def test_int8_sensitive_layers_keep_fp32_attention(tiny_llama_dir, tmp_path):
-    """optimize/prune/sensitivity.py emulates INT8 attention one layer at a time: a layer whose
-    attention input has an outlier channel (its int8 blocks lose the rest) must be the one the
+@pytest.mark.parametrize("block_size", [16, 128])  # 128: the default, longer than the tiny model's rows
+def test_int8_sensitive_layers_keep_fp32_attention(tiny_llama_dir, tmp_path, block_size):
+    """optimize/prune/sensitivity.py emulates INT8 attention one layer at a time, in the recipe's blocks: a
+    layer whose attention input has an outlier channel (its int8 blocks lose the rest) must be the one the
     build keeps in fp32, while the other layer's attention goes INT8."""
     import torch
 
@@ -152,7 +154,7 @@ def test_int8_sensitive_layers_keep_fp32_attention(tiny_llama_dir, tmp_path):
         model.model.layers[1].input_layernorm.weight[5] = 300.0
     save_model_like(model, tiny_llama_dir, tmp_path / "sensitive")
     preset = tiny_preset("generation", tmp_path / "sensitive", name="tiny-generation-sensitive")
-    recipe = OnnxRecipe(weight_only_bits=8, block_size=16, exporter="genai-builder", fp32_attention_share=0.5)
+    recipe = OnnxRecipe(weight_only_bits=8, block_size=block_size, exporter="genai-builder", fp32_attention_share=0.5)
     target = build_onnx(preset, "optimized", recipe=recipe, evaluate=False)
     graph = onnx.load(target / "model.onnx", load_external_data=False).graph
     ops = {node.name.rsplit("/", 1)[0]: node.op_type for node in graph.node if node.op_type.startswith("MatMul")}

@@ -36,7 +36,8 @@ def step_graph(block: int, bits: int = 8, seed: int = 0) -> tuple[bytes, int]:
         outputs.append(helper.make_tensor_value_info(f"y{index}", TensorProto.FLOAT, [1, n]))
     inputs = [helper.make_tensor_value_info(f"x{k}", TensorProto.FLOAT, [1, k]) for k in (HIDDEN, FFN)]
     graph = helper.make_graph(nodes, f"block{block}", inputs, outputs, initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)],
+                             ir_version=10)
     return model.SerializeToString(), total
 
 

@@ -92,7 +92,7 @@ def genai_build(source: Path, output: Path, recipe: OnnxRecipe, cuda: bool) -> t
         if smooth:
             smooth_mlps(model, tokenizer, recipe.smooth_alpha)
         if int8 and recipe.fp32_attention_share:
-            scores = sensitivity.attention_sensitivity(model, tokenizer)
+            scores = sensitivity.attention_sensitivity(model, tokenizer, recipe.block_size)
             fp32_attention_layers = sensitivity.most_sensitive(scores, recipe.fp32_attention_share)
         if smooth and recipe.smooth_attention:
             smooth_attention(model, tokenizer, recipe.smooth_alpha)

@@ -1,10 +1,10 @@
 """Which decoder layers' attention projections to keep in fp32 when the rest go INT8.
 
-MatMulNBits at accuracy level 4 (blocks of 16) on every attention projection of SmolLM2 costs
+MatMulNBits at accuracy level 4 on every attention projection of SmolLM2 costs
 greedy agreement, but fp32 attention weights are almost half the bytes read per token
 (docs/measurements.md). The error adds up layer by layer
 (the sum of the per-layer KLs matched the all-layer KL), so one layer at a time is emulated in
-PyTorch — weights and activations rounded to int8 per block of 16, as the kernel does — and the
+PyTorch — weights and activations rounded to int8 per block of the recipe's size, as the kernel does — and the
 layers whose emulated error moves the next-token distribution most (KL on the model's own
 continuations of calibration prompts, none held out) stay fp32.
 """
@@ -18,13 +18,15 @@ CONTINUATION_TOKENS = 16
 
 
 def fake_int8(x: torch.Tensor, block: int = BLOCK) -> torch.Tensor:
-    """Symmetric int8 per block of `block` along the last axis, returned dequantized."""
-    blocks = x.reshape(*x.shape[:-1], x.shape[-1] // block, block)
+    """Symmetric int8 per block of `block` along the last axis (a last, shorter block padded with zeros,
+    as MatMulNBits pads K), returned dequantized."""
+    padded = torch.nn.functional.pad(x, (0, -x.shape[-1] % block))
+    blocks = padded.reshape(*x.shape[:-1], padded.shape[-1] // block, block)
     scale = blocks.abs().amax(-1, keepdim=True).clamp(min=1e-8) / 127
-    return (torch.round(blocks / scale) * scale).reshape(x.shape)
+    return (torch.round(blocks / scale) * scale).reshape(padded.shape)[..., :x.shape[-1]]
 
 
-def attention_sensitivity(model, tokenizer) -> list[float]:
+def attention_sensitivity(model, tokenizer, block: int = BLOCK) -> list[float]:
     """Per layer, the mean KL(fp32 ‖ that layer's attention emulated in INT8) per token."""
     from models.generation import preprocess
     from optimize.prompts import TOPICS, prompts
@@ -41,9 +43,9 @@ def attention_sensitivity(model, tokenizer) -> list[float]:
         attn = layer.self_attn
         projections = (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj)
         originals = [p.weight.data for p in projections]
-        hooks = [p.register_forward_pre_hook(lambda module, args: (fake_int8(args[0]), *args[1:])) for p in projections]
+        hooks = [p.register_forward_pre_hook(lambda module, args: (fake_int8(args[0], block), *args[1:])) for p in projections]
         for p in projections:
-            p.weight.data = fake_int8(p.weight.data)
+            p.weight.data = fake_int8(p.weight.data, block)
         try:
             with torch.inference_mode():
                 kl = [(ref.exp() * (ref - torch.log_softmax(model(input_ids=ids).logits.float(), -1))).sum(-1).mean()
