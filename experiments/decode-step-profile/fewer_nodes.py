@@ -153,7 +153,6 @@ def main() -> None:
             start = time.perf_counter()
             decoder.generate(ids, 64, ignore_eos=True)
             rates[name].append(63 / (time.perf_counter() - start - prefill))
-    base = statistics.median(rates["built"])
     print("| graph | decode tok/s (median) | vs built (median of per-round ratios) | per-round range | same 64 tokens as built |")
     print("|---|---|---|---|---|")
     for name, values in rates.items():
