@@ -154,6 +154,8 @@ def test_pruned_optimized_decoding_is_compared_with_optimized_against_issue_28s_
     shipping_lookup = [replace(r, shipped=False) if r.contender == "pruned-optimized" else r for r in rows] + [
         Result("generation, ~128-token prompt", PRUNED_LOOKUP, 580.0, 600.0, tokens_per_s=99.0, decode_tokens_per_s=121.0)]
     assert ratios(shipping_lookup)["pruned_optimized_decode_vs_optimized"] == 1.21
+    assert ratios(shipping_lookup)["pruned_optimized_plain_decode_vs_optimized"] == 1.15  # lookup off, beside it
+    assert "pruned_optimized_plain_decode_vs_optimized" not in measured  # a plain-only variant has one row
     assert ratios(shipping_lookup)["generation_vs_pytorch_fp32"] == 4.95  # 99 tokens/s as shipped, against 20
 
 
