@@ -1,5 +1,5 @@
-"""`pruned-optimized` against `optimized` in one process, interleaved rounds (the bench times each contender's
-rounds apart, and its ratio moved 1.02-1.32x over four runs): the bench's chat prompt, 64 new tokens,
+"""`pruned-optimized` against `optimized` in one process, 11 interleaved rounds (the bench's 3 rounds read the
+lookup-off ratio at 1.02-1.32x over four runs): the bench's chat prompt, 64 new tokens,
 end-of-sequence ignored, each variant as the app loads it, `pruned-optimized` also with lookup off on the graph it
 ships (the filled one: every attention pass two rows wide) and on its one-row graph (what `SHOWDOWN_PROMPT_LOOKUP=0`
 loads).
