@@ -74,7 +74,7 @@ def default_recipe(task: str) -> OnnxRecipe:
     Generation (SmolLM2): ONNX Runtime GenAI's model builder, whose fused graph (GroupQueryAttention,
     SkipSimplifiedLayerNorm, MatMulNBits) has a tenth of optimum's nodes per decode step. Weight-only
     INT8 with int8 compute in blocks of 128 (ONNX Runtime's 8-bit kernel runs much faster per byte with
-    long blocks than with 16: experiments/int8-block-size), after SmoothQuant (α 0.5) of the MLPs and the
+    long blocks than with 16 on AVX-512 + VNNI; not measured on AVX2: experiments/int8-block-size), after SmoothQuant (α 0.5) of the MLPs and the
     attention, with the attention of the third of layers most sensitive to INT8 kept fp32
     (optimize/prune/sensitivity.py): INT8 everywhere missed the agreement gate, dynamic W8A8 was far
     off, fp32 compute with 8-bit weights was unusably slow.
