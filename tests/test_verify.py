@@ -33,3 +33,44 @@ def test_no_record_is_read_while_verifying(tmp_path, monkeypatch):
         assert records.records_off()
         assert records.reference_cache(source, name, lambda: {"from": "measured"}) == {"from": "measured"}
     assert not records.records_off()
+
+
+def test_verify_measures_only_the_variants_named_and_says_when_one_cannot_be(monkeypatch, tmp_path, capsys):
+    """`verify --variant V` re-measures V alone (a rebuilt variant, without the hour the others take); a variant
+    named but not built with its gates is reported as not verified, and an unknown name is an error, never a pass."""
+    from optimize import verify
+    from optimize.evaluate import accuracy
+
+    class Spec:
+        def __init__(self, name, built):
+            self.name, self.built_from, self.runtime = name, "baseline" if name != "baseline" else None, "onnxruntime"
+            self.source = type("Source", (), {"kind": "built" if built else "local"})()
+
+    class Preset:
+        name, task = "probe", "generation"
+        variants = (Spec("baseline", False), Spec("optimized", True), Spec("pruned-optimized", True))
+
+        def built_dir(self, name):
+            return tmp_path / name
+
+        def variant(self, name):
+            return next(spec for spec in self.variants if spec.name == name)
+
+    measured, unbuilt = [], set()
+    recorded = {"perplexity": 25.0, "promise": "lossy"}
+    monkeypatch.setattr(verify, "read_manifest", lambda directory: None if directory.name in unbuilt else {"metrics": recorded})
+    monkeypatch.setattr(verify, "resolve", lambda preset, spec: tmp_path)
+    monkeypatch.setattr(verify, "default_preset", lambda task: Preset())
+    monkeypatch.setattr(verify.gates, "failures", lambda *args: [])
+    monkeypatch.setattr(accuracy, "measure", lambda preset, directory, name, source, promise: measured.append(name) or {"perplexity": 25.0})
+    findings = verify.verify_preset(Preset(), print, ("optimized",))
+    assert measured == ["optimized"] and {f.verdict for f in findings} == {"agrees"}
+    assert verify.run(["generation"], tmp_path, ("optimized",)) == 0
+    assert (tmp_path / "verify-generation-optimized.md").read_text().startswith("### Verify — generation (probe, optimized only)")
+    assert not (tmp_path / "verify-generation.md").exists()  # the whole-preset report is left as it was
+    assert verify.run(["generation"], tmp_path) == 0 and measured[-2:] == ["optimized", "pruned-optimized"]  # all
+    unbuilt.add("pruned-optimized")
+    assert verify.run(["generation"], tmp_path, ("pruned-optimized",)) == 1  # named, not built: not verified
+    assert "not verified" in (tmp_path / "verify-generation-pruned-optimized.md").read_text()
+    assert verify.run(["generation"], tmp_path, ("optimised",)) == 2
+    assert "has no variant optimised" in capsys.readouterr().out

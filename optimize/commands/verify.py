@@ -10,9 +10,11 @@ HELP = "measure every gate of every built variant again here, no record read; sa
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", choices=("qa", "generation"), action="append")
+    parser.add_argument("--variant", action="append", default=[],
+                        help="only this variant (repeat for several); its report is written apart")
 
 
 def run(args: argparse.Namespace) -> int:
     from optimize.verify import run as verify
 
-    return verify(args.task or ["qa", "generation"])
+    return verify(args.task or ["qa", "generation"], variants=tuple(args.variant))
