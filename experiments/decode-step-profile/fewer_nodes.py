@@ -45,8 +45,8 @@ def rewrite(form: str) -> Path:
         if form == "gate-up":
             return save(model, out, fuse)
     producer = {output: node for node in graph.node for output in node.output}
-    shapes = {}
-    removed, extra = set(), []
+    sum_matrices = {}  # one 0/1 matrix per K, shared by every input of that width
+    removed, inserts = set(), {}
     for node in graph.node:
         if node.op_type != "Concat" or not node.name.endswith("/Concat"):
             continue
@@ -58,16 +58,14 @@ def rewrite(form: str) -> Path:
         blocks = numpy_helper.to_array(next(t for t in graph.initializer if t.name == reshape.input[1]))
         sums, width = int(blocks[-2]), int(blocks[-2] + pads[-1])
         K = sums * BLOCK
-        if True:  # (Concat with constant zeros instead of the Pad does not work: Concat does not broadcast)
-            matrix = f"/fewer/block_sums_{K}"
-            if matrix not in shapes:
-                S = np.zeros([K, width], np.float32)
-                S[np.arange(K), np.arange(K) // BLOCK] = 1
-                shapes[matrix] = numpy_helper.from_array(S, matrix)
-            extra.append((node.name, helper.make_node("MatMul", [x, matrix], [padded], name=node.name.replace("/Concat", "/SumsMatMul"))))
-            removed.update([pad.name, reduce.name, reshape.name])
+        matrix = f"/fewer/block_sums_{K}"  # (a Concat with constant zeros for the Pad does not work: no broadcasting)
+        if matrix not in sum_matrices:
+            S = np.zeros([K, width], np.float32)
+            S[np.arange(K), np.arange(K) // BLOCK] = 1
+            sum_matrices[matrix] = numpy_helper.from_array(S, matrix)
+        inserts[node.name] = helper.make_node("MatMul", [x, matrix], [padded], name=node.name.replace("/Concat", "/SumsMatMul"))
+        removed.update([pad.name, reduce.name, reshape.name])
     kept = []
-    inserts = dict(extra)
     for node in graph.node:
         if node.name in removed:
             continue
@@ -76,7 +74,7 @@ def rewrite(form: str) -> Path:
         kept.append(node)
     del graph.node[:]
     graph.node.extend(kept)
-    graph.initializer.extend(shapes.values())
+    graph.initializer.extend(sum_matrices.values())
     print(f"{form}: {len(kept)} nodes")
     return save(model, out, fuse)
 
