@@ -30,6 +30,15 @@ def repo_env(**extra) -> dict:
 QA_PRUNED_WEIGHTS = REPO_ROOT / "weights" / "qa-minilm-squad2-pruned"
 
 
+def until_a_sample_passes(measure, passes, tries: int = 3) -> list:
+    """Timing samples through the app: `measure(None)`, then `measure(previous sample)` while the last one
+    misses, up to `tries`. One sample moves with the machine's load; a real slowdown misses in every one."""
+    samples = [measure(None)]
+    while not passes(samples[-1]) and len(samples) < tries:
+        samples.append(measure(samples[-1]))
+    return samples
+
+
 def held_out(weights) -> dict:
     return json.loads((weights / "training.json").read_text())["held_out"]
 
@@ -362,12 +371,9 @@ def test_a_two_window_context_keeps_the_one_window_speedup_through_the_app(app_c
             client.executor.shutdown(wait=True)
         return speedups
 
-    samples = []
-    for _ in range(3):
-        samples.append(off_the_apps_cores(measure))
-        if samples[-1][550] >= 0.75 * samples[-1][384]:
-            break
-    assert samples[-1][550] >= 0.75 * samples[-1][384], samples
+    keeps = lambda speedups: speedups[550] >= 0.75 * speedups[384]  # noqa: E731
+    samples = until_a_sample_passes(lambda previous: off_the_apps_cores(measure), keeps)
+    assert keeps(samples[-1]), samples
 
 
 @pytest.fixture(scope="module")
@@ -413,10 +419,9 @@ def test_the_app_times_every_qa_variant_as_in_process(app_client, free_port_modu
     def missed(sample: dict[str, float]) -> list[str]:
         return [variant for variant, ratio in sample.items() if not 1 / 1.15 <= ratio <= 1.15]
 
-    samples = [ratios()]
+    samples = until_a_sample_passes(lambda previous: ratios(*missed(previous)) if previous else ratios(),
+                                    lambda sample: not missed(sample))
     assert len(samples[0]) == 4, samples
-    while missed(samples[-1]) and len(samples) < 3:
-        samples.append(ratios(*missed(samples[-1])))
     assert not missed(samples[-1]), (windows, samples)
 
 
