@@ -1,7 +1,6 @@
-"""`python -m optimize verify [--task T] [--variant V]`: every gate of every built variant (or of the variants
-named) measured again on this
-machine with no record read (the reading record, the reference record, the reference cache), and
-where the records disagree with what was measured here.
+"""`python -m optimize verify [--task T] [--variant V]`: every gate of every built variant (or of the
+variants named) measured again on this machine with no record read (the reading record, the reference
+record, the reference cache), and where the records disagree with what was measured here.
 
 A fresh machine's first build reads records measured elsewhere (ARCHITECTURE.md, "Records") to
 start within minutes; this is the check that those records still describe the artifacts here.

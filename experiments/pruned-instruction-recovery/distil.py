@@ -18,6 +18,7 @@ Usage: PYTHONPATH=. python experiments/pruned-instruction-recovery/distil.py [WO
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import random
 import sys
@@ -26,11 +27,12 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
 
 from optimize.train.recover_decoder import DecoderRecoveryConfig  # noqa: E402
 
-WORK = Path("artifacts/instruction-recovery")
+WORK = REPO / "artifacts" / "instruction-recovery"
 SNAPSHOT_EVERY = 200
 CONFIG = DecoderRecoveryConfig(steps=600, batch_size=4, learning_rate=5e-4, rank=16, alpha=32.0, seed=49,
                                checkpoint_every=50)
@@ -40,23 +42,34 @@ MAX_TOKENS = 320  # longer reading prompts are left out (the answer comes last),
 log = logging.getLogger("instruction-recovery")
 
 
-def load_models():
-    """(tokenizer, teacher, student): the baseline, and the shipped `pruned` assembled from its plan + delta."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+@functools.cache
+def baseline_dir() -> Path:
     from models.catalog import default_preset
     from models.sources import resolve
-    from optimize.prune import decoder
 
     preset = default_preset("generation")
-    baseline_dir = resolve(preset, preset.variant("baseline"))
-    tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
-    load = lambda: AutoModelForCausalLM.from_pretrained(baseline_dir, dtype=torch.float32).eval()  # noqa: E731
-    teacher, student = load(), load()
-    dropped, kept_neurons, delta = decoder.load_recovery(Path("weights/generation-smollm2-pruned"))
-    decoder.prune_with_plan(student, dropped, kept_neurons)
-    decoder.apply_delta(student, delta)
-    return tokenizer, teacher, student
+    return resolve(preset, preset.variant("baseline"))
+
+
+def load_baseline():
+    """(tokenizer, model): the baseline, the teacher."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    return (AutoTokenizer.from_pretrained(baseline_dir()),
+            AutoModelForCausalLM.from_pretrained(baseline_dir(), dtype=torch.float32).eval())
+
+
+def load_pruned():
+    """The shipped `pruned`, assembled in memory from the baseline and its committed plan + delta."""
+    from transformers import AutoModelForCausalLM
+
+    from optimize.prune import decoder
+
+    model = AutoModelForCausalLM.from_pretrained(baseline_dir(), dtype=torch.float32).eval()
+    dropped, kept_neurons, delta = decoder.load_recovery(REPO / "weights" / "generation-smollm2-pruned")
+    decoder.prune_with_plan(model, dropped, kept_neurons)
+    decoder.apply_delta(model, delta)
+    return model
 
 
 def teacher_data(tokenizer, teacher, work: Path) -> list[torch.Tensor]:
@@ -93,14 +106,18 @@ def train(work: Path, stop_after: int | None) -> None:
 
     torch.set_num_threads(CONFIG.threads)
     torch.manual_seed(CONFIG.seed)
-    tokenizer, teacher, student = load_models()
+    checkpoint = work / "checkpoint.pt"
+    done = int(torch.load(checkpoint, weights_only=False, mmap=True)["step"]) if checkpoint.exists() else 0
+    if done >= CONFIG.steps:
+        return
+    tokenizer, teacher = load_baseline()
+    student = load_pruned()
     texts = teacher_data(tokenizer, teacher, work)
     recover.add_lora(student, CONFIG.rank, CONFIG.alpha)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    checkpoint, budget = work / "checkpoint.pt", stop_after
-    done = 0
+    budget = stop_after
     while done < CONFIG.steps and (budget is None or budget > 0):
-        chunk = SNAPSHOT_EVERY - (recover_step(checkpoint) % SNAPSHOT_EVERY)
+        chunk = SNAPSHOT_EVERY - done % SNAPSHOT_EVERY
         chunk = min(chunk, budget) if budget is not None else chunk
         losses = recover.recover(student, teacher, texts, pad_id, CONFIG, checkpoint=checkpoint, stop_after=chunk)
         done = len(losses)
@@ -109,10 +126,6 @@ def train(work: Path, stop_after: int | None) -> None:
             trained = {n: p.detach().clone() for n, p in student.named_parameters() if p.requires_grad}
             torch.save({"step": done, "params": trained, "kl_last_50": sum(losses[-50:]) / 50}, work / f"snapshot-{done}.pt")
             log.info("snapshot at step %d: KL over the last 50 steps %.4f", done, sum(losses[-50:]) / 50)
-
-
-def recover_step(checkpoint: Path) -> int:
-    return int(torch.load(checkpoint, weights_only=False, mmap=True)["step"]) if checkpoint.exists() else 0
 
 
 if __name__ == "__main__":

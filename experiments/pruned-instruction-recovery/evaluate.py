@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 
-from distil import CONFIG, WORK, load_models  # noqa: E402
+from distil import CONFIG, WORK, load_baseline, load_pruned  # noqa: E402
 
 log = logging.getLogger("instruction-recovery")
 
@@ -34,13 +34,15 @@ def reading_questions() -> list:
     return [e for e in squad.examples(squad.load_articles(), squad.WIDE_VALIDATION.validation) if e.answers]
 
 
-def measure(model, tokenizer, name: str, work: Path) -> dict:
+def measure(name: str, load, tokenizer, work: Path) -> dict:
+    """The model `load()` returns, measured once: a kept result is read back without loading the model."""
     from optimize.evaluate import instructions, reading
     from optimize.train.recover_decoder import in_memory_runner
 
     cached = work / f"eval-{name}.json"
     if cached.exists():
         return json.loads(cached.read_text())
+    model = load()
     started = time.perf_counter()
     runner = in_memory_runner(model, tokenizer, work)
     asked = instructions.measure(runner, validation_prompts())
@@ -65,8 +67,8 @@ def snapshot_model(student, snapshot: Path):
     with torch.no_grad():
         for name, value in trained.items():
             parameters[name].copy_(value)
-    delta = recover.merge_lora(student)
-    return student.eval(), delta
+    recover.merge_lora(student)
+    return student.eval()
 
 
 def choose(results: dict[str, dict]) -> dict:
@@ -93,18 +95,17 @@ def choose(results: dict[str, dict]) -> dict:
 
 
 def main(work: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from distil import baseline_dir
+
     torch.set_num_threads(CONFIG.threads)
-    tokenizer, teacher, student = load_models()
-    results = {"baseline": measure(teacher, tokenizer, "baseline", work),
-               "step-0": measure(student, tokenizer, "step-0", work)}
-    del teacher
+    tokenizer = AutoTokenizer.from_pretrained(baseline_dir())
+    results = {"baseline": measure("baseline", lambda: load_baseline()[1], tokenizer, work),
+               "step-0": measure("step-0", load_pruned, tokenizer, work)}
     for snapshot in sorted(work.glob("snapshot-*.pt"), key=lambda p: int(p.stem.split("-")[1])):
         name = f"step-{snapshot.stem.split('-')[1]}"
-        if not (work / f"eval-{name}.json").exists():
-            model, _ = snapshot_model(load_models()[2], snapshot)
-            results[name] = measure(model, tokenizer, name, work)
-        else:
-            results[name] = json.loads((work / f"eval-{name}.json").read_text())
+        results[name] = measure(name, lambda snapshot=snapshot: snapshot_model(load_pruned(), snapshot), tokenizer, work)
     decision = choose(results)
     (work / "decision.json").write_text(json.dumps(decision, indent=2))
     print(json.dumps(decision, indent=2))
