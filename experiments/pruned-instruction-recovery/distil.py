@@ -61,15 +61,9 @@ def load_baseline():
 
 def load_pruned():
     """The shipped `pruned`, assembled in memory from the baseline and its committed plan + delta."""
-    from transformers import AutoModelForCausalLM
-
     from optimize.prune import decoder
 
-    model = AutoModelForCausalLM.from_pretrained(baseline_dir(), dtype=torch.float32).eval()
-    dropped, kept_neurons, delta = decoder.load_recovery(REPO / "weights" / "generation-smollm2-pruned")
-    decoder.prune_with_plan(model, dropped, kept_neurons)
-    decoder.apply_delta(model, delta)
-    return model
+    return decoder.assembled(baseline_dir(), REPO / "weights" / "generation-smollm2-pruned")
 
 
 def teacher_data(tokenizer, teacher, work: Path) -> list[torch.Tensor]:

@@ -217,14 +217,21 @@ def load_recovery(recovery_dir: Path) -> tuple[list[int], dict[int, torch.Tensor
     return plan_data["dropped_layers"], kept_neurons, {k: v for k, v in tensors.items() if not k.startswith("ffn_kept.")}
 
 
-def assemble(baseline_dir: Path, recovery_dir: Path, output: Path) -> Path:
-    """Rebuild the pruned model from the baseline and a committed plan + delta (deterministic)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def assembled(baseline_dir: Path, recovery_dir: Path):
+    """The pruned model, in memory, from the baseline and a committed plan + delta (deterministic)."""
+    from transformers import AutoModelForCausalLM
 
     dropped, kept_neurons, delta = load_recovery(recovery_dir)
     model = AutoModelForCausalLM.from_pretrained(baseline_dir, dtype=torch.float32).eval()
     prune_with_plan(model, dropped, kept_neurons)
     apply_delta(model, delta)
-    model.save_pretrained(output, safe_serialization=True)
+    return model
+
+
+def assemble(baseline_dir: Path, recovery_dir: Path, output: Path) -> Path:
+    """Rebuild the pruned model from the baseline and a committed plan + delta, saved to `output`."""
+    from transformers import AutoTokenizer
+
+    assembled(baseline_dir, recovery_dir).save_pretrained(output, safe_serialization=True)
     AutoTokenizer.from_pretrained(baseline_dir).save_pretrained(output)
     return output
