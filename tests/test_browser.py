@@ -40,15 +40,21 @@ def marks(page, selector: str) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def page(app_url, tmp_path_factory):
+def browser():
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
+    with sync_playwright() as playwright:  # one per thread: every test of the module shares it
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(app_url)
-        yield page
+        yield browser
         browser.close()
+
+
+@pytest.fixture(scope="module")
+def page(browser, app_url):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(app_url)
+    yield page
+    page.close()
 
 
 def test_qa_tab_fills_every_ready_column_and_the_charts(page, tmp_path):
@@ -92,6 +98,13 @@ def test_generation_tab_streams_text_in_each_column(page):
     page.get_by_text("tokens/s").first.wait_for(timeout=60_000)
     page.get_by_text("tokens/s").nth(1).wait_for(timeout=60_000)
     assert page.get_by_text("tokens/s").count() == 2
+    # issue 49: the bars compare time per decoded token, as the columns' decoding speedup does, not total times
+    assert marks(page, "#generation-bars") == {"baseline": 1, "optimized": 1, "pruned": 0, "pruned-optimized": 0}
+    axis = page.evaluate("""() => document.querySelector('#generation-bars svg g.role-axis[aria-label^="Y-axis"]').getAttribute('aria-label')""")
+    assert "ms per token (lower is better)" in axis, axis
+    table = "() => document.querySelector('#generation-run-table textarea').value"
+    page.wait_for_function(f"() => ({table})().includes('| optimized |')", timeout=30_000)
+    assert "| decode tokens/s | decoding speedup |" in page.evaluate(table)
 
 
 def test_generation_examples_are_shown_and_fill_the_prompt(page):

@@ -10,8 +10,8 @@ QA = {"baseline": {"answer": "The second little pig", "latency_ms": {"model": 70
 
 
 def test_each_click_adds_one_run_with_speedups_against_that_click_s_baseline(tmp_path):
-    runs = add_run([], "qa-minilm-squad2", "Who worked a little bit harder?", QA)
-    runs = add_run(runs, "qa-minilm-squad2", "Again?", {"optimized": {"answer": "", "latency_ms": {"model": 20.0, "total": 21.0}}})
+    runs = add_run([], "qa-minilm-squad2", "Who worked a little bit harder?", QA, "qa")
+    runs = add_run(runs, "qa-minilm-squad2", "Again?", {"optimized": {"answer": "", "latency_ms": {"model": 20.0, "total": 21.0}}}, "qa")
     assert [row["run"] for row in runs] == [1, 1, 2]
     assert runs[1]["speedup"] == 6.0 and runs[2]["speedup"] is None  # no baseline in run 2: no made-up ratio
     with open(runs_csv(runs, "qa"), newline="", encoding="utf-8") as handle:
@@ -21,7 +21,7 @@ def test_each_click_adds_one_run_with_speedups_against_that_click_s_baseline(tmp
 
 
 def test_the_last_run_reads_as_a_markdown_table_with_pipes_escaped():
-    runs = add_run([], "qa-minilm-squad2", "Who worked a little bit harder?", QA)
+    runs = add_run([], "qa-minilm-squad2", "Who worked a little bit harder?", QA, "qa")
     table = last_run_markdown(runs, "qa")
     assert "| variant | answer | total (ms) | model (ms) | speedup | runs on |" in table
     assert "| pruned-optimized | The second \\| pig | 12.0 | 11.0 | 6.00x | cpu |" in table
@@ -31,5 +31,25 @@ def test_the_last_run_reads_as_a_markdown_table_with_pipes_escaped():
 def test_the_session_keeps_its_last_runs_only():
     runs: list[dict] = []
     for _ in range(KEPT_RUNS + 5):
-        runs = add_run(runs, "p", "q", {"baseline": QA["baseline"]})
+        runs = add_run(runs, "p", "q", {"baseline": QA["baseline"]}, "qa")
     assert len(runs) == KEPT_RUNS and runs[0]["run"] == 6
+
+
+def _generated(text: str, new_tokens: int, total_ms: float, decode_tokens_per_s: float | None) -> dict:
+    return {"text": text, "new_tokens": new_tokens, "latency_ms": {"model": total_ms - 1, "total": total_ms},
+            "ttft_ms": 20.0, "decode_tokens_per_s": decode_tokens_per_s, "tokens_per_s": new_tokens / total_ms * 1e3}
+
+
+def test_a_generation_run_compares_decoding_speed_as_the_columns_do_in_the_catalog_s_order():
+    """Issue 49: texts of different lengths do not compare by total time. pruned-optimized stopped after 8
+    tokens and baseline wrote 64: the total times' ratio (20x) is not the decoding speedup (4x)."""
+    results = {"pruned-optimized": _generated("Paris.", 8, 50.0, 100.0),  # in the run's rotating order
+               "baseline": _generated("The capital of France is Paris, " * 8, 64, 1000.0, 25.0),
+               "optimized": _generated("x", 1, 15.0, None)}  # one token: decoding not timed
+    runs = add_run([], "generation-smollm2", "What is the capital of France?", results, "generation")
+    assert [row["variant"] for row in runs] == ["baseline", "optimized", "pruned-optimized"]
+    assert [row["speedup"] for row in runs] == [1.0, None, 4.0]
+    table = last_run_markdown(runs, "generation")
+    assert "| variant | text | tokens written | first token (ms) | decode tokens/s | decoding speedup | runs on |" in table
+    assert "| pruned-optimized | Paris. | 8 | 20.0 | 100.0 | 4.00x | cpu |" in table
+    assert "| optimized | x | 1 | 20.0 | — | — | cpu |" in table

@@ -1,5 +1,5 @@
 """The side-by-side columns every task tab shares: one column per variant (its output and its
-stats: latency, speedup, size, memory, accuracy and the promise it keeps), this run's latency as bars
+stats: latency, speedup, size, memory, accuracy and the promise it keeps), this run as bars
 and the session's runs as markers, each variant in the same color in both."""
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from models.showdown import Showdown
 
 CHART_COLUMNS = ["run", "variant", "latency_ms"]
 HISTORY_RUNS = 50  # the session chart keeps a visitor's last 50 runs
+CHART_MEASURES = {"qa": ("latency", "ms"), "generation": ("decoding time", "ms per token")}  # see chart_ms
 WAIT_SHOWN_MS = 1.0  # taking a free turn costs microseconds; more means another request computed
 
 
@@ -112,24 +113,43 @@ def _lookup_note(draft: dict | None) -> str:
     return f" · prompt lookup kept {draft['accepted']} of {draft['drafted']} drafted tokens ({100 * draft['acceptance']:.0f} %)"
 
 
-def _speedup(result: dict, baseline: dict | None, task: str) -> str:
+def speedup(result: dict, baseline: dict | None, task: str) -> float | None:
     """QA: the baseline's total time over this variant's. Generation: decoding speed over the
-    baseline's, with the first token apart: total times of texts of different lengths do not compare."""
+    baseline's, the first token apart: total times of texts of different lengths do not compare.
+    None where there is nothing to divide (no baseline in the run, or too few tokens to time decoding)."""
+    if baseline is None:
+        return None
+    if task == "qa":
+        return baseline["latency_ms"]["total"] / result["latency_ms"]["total"]
+    decode, base_decode = result.get("decode_tokens_per_s") or 0.0, baseline.get("decode_tokens_per_s") or 0.0
+    return decode / base_decode if decode and base_decode else None
+
+
+def _speedup_text(result: dict, baseline: dict | None, task: str) -> str:
+    ratio = speedup(result, baseline, task)
     if baseline is None:
         return "speedup: run baseline too"
     if task == "qa":
-        return f"**{baseline['latency_ms']['total'] / result['latency_ms']['total']:.2f}x** vs baseline"
-    decode, base_decode = result.get("decode_tokens_per_s", 0.0), baseline.get("decode_tokens_per_s", 0.0)
-    if not decode or not base_decode:
+        return f"**{ratio:.2f}x** vs baseline"
+    if ratio is None:
         return "speedup: too few tokens to time decoding"
     first = baseline["ttft_ms"] / result["ttft_ms"] if result["ttft_ms"] else float("nan")
-    return f"decoding **{decode / base_decode:.2f}x** vs baseline · first token {first:.2f}x"
+    return f"decoding **{ratio:.2f}x** vs baseline · first token {first:.2f}x"
+
+
+def chart_ms(result: dict, task: str) -> float | None:
+    """What the charts plot: QA's total time; generation's time per decoded token, so that texts of
+    different lengths compare (None where decoding was not timed: no bar rather than another unit)."""
+    if task == "qa":
+        return result["latency_ms"]["total"]
+    decode = result.get("decode_tokens_per_s") or 0.0
+    return 1e3 / decode if decode else None
 
 
 def stats_markdown(status: dict, result: dict, baseline: dict | None, task: str) -> str:
     latency = result["latency_ms"]
     lines = [
-        f"**{_ms(latency['total'])}** total · {_speedup(result, baseline, task)}",
+        f"**{_ms(latency['total'])}** total · {_speedup_text(result, baseline, task)}",
         f"tokenize {_ms(latency['tokenize'])} · model {_ms(latency['model'])} · post {_ms(latency['post'])}"
         + (f" · timed {result['timing']}" if result.get("timing") else ""),
     ]
@@ -204,13 +224,14 @@ def variant_columns(task: str, label: str, lines: int, task_title: str):
     history = gr.State(empty_history())
     # y from 0: a latency axis cut above zero makes a 1.2x difference look like 5x; before the first run
     # an empty 0-100 ms axis (open-ended, the empty bars' axis read "0.000000"); runs set the top (chart_tops)
-    common = dict(y="latency_ms", color="variant", color_map=VARIANT_COLORS, y_title="ms (lower is better)", height=260,
-                  y_lim=[0, 100])
+    measure, unit = CHART_MEASURES[task]
+    common = dict(y="latency_ms", color="variant", color_map=VARIANT_COLORS, y_title=f"{unit} (lower is better)",
+                  height=260, y_lim=[0, 100])
     with gr.Row():
         bars = gr.BarPlot(latest_run(empty_history()), x="variant", x_title="variant", elem_id=f"{task}-bars",
-                          title=f"This run: {task_title} latency per variant", **common)
+                          title=f"This run: {task_title} {measure} per variant", **common)
         points = gr.ScatterPlot(history_points(empty_history()), x="run", x_title="run", elem_id=f"{task}-runs",
-                                title=f"This session: {task_title} latency per run", **common)
+                                title=f"This session: {task_title} {measure} per run", **common)
     return outputs, stats, history, [bars, points]
 
 
@@ -233,7 +254,8 @@ def record(showdown: Showdown, task: str, results: dict, stats: dict, history: p
     rows = []
     for variant, result in results.items():
         stats[variant] = stats_markdown(showdown.variant_status(task, variant), result, baseline, task)
-        rows.append({"run": run, "variant": variant, "latency_ms": result["latency_ms"]["total"]})
+        if (latency_ms := chart_ms(result, task)) is not None:
+            rows.append({"run": run, "variant": variant, "latency_ms": latency_ms})
     history = pd.concat([history, pd.DataFrame(rows, columns=CHART_COLUMNS)], ignore_index=True)
     history = history[history["run"] > run - HISTORY_RUNS].astype({"run": int, "variant": str, "latency_ms": float})
     return [history, latest_run(history), history_points(history)]

@@ -8,22 +8,27 @@ from pathlib import Path
 
 import gradio as gr
 
+from models.catalog import VARIANTS
+from ui.columns import speedup
+
 KEPT_RUNS = 50  # as the session chart (ui/columns.HISTORY_RUNS)
 COLUMNS = ("run", "preset", "variant", "input", "output", "total_ms", "model_ms", "speedup", "tokens",
            "tokens_per_s", "prefill_tokens_per_s", "decode_tokens_per_s", "ttft_ms", "device", "timing")
 
 
-def add_run(runs: list[dict], preset: str, text_in: str, results: dict[str, dict]) -> list[dict]:
-    """This click's results, one row per variant that answered, after the session's earlier runs."""
+def add_run(runs: list[dict], preset: str, text_in: str, results: dict[str, dict], task: str) -> list[dict]:
+    """This click's results, one row per variant that answered in the catalog's order, after the session's
+    earlier runs; the speedup is the one the variant's column shows (generation: decoding speed)."""
     run = max((row["run"] for row in runs), default=0) + 1
-    baseline = results.get("baseline", {}).get("latency_ms", {}).get("total")
+    baseline = results.get("baseline")
     rows = []
-    for variant, result in results.items():
-        total = result["latency_ms"]["total"]
+    for variant in sorted(results, key=lambda name: VARIANTS.index(name) if name in VARIANTS else len(VARIANTS)):
+        result = results[variant]
+        ratio = speedup(result, baseline, task)
         rows.append({
             "run": run, "preset": preset, "variant": variant, "input": text_in[:500],
-            "output": result.get("answer", result.get("text", "")), "total_ms": round(total, 2),
-            "model_ms": round(result["latency_ms"]["model"], 2), "speedup": round(baseline / total, 3) if baseline else None,
+            "output": result.get("answer", result.get("text", "")), "total_ms": round(result["latency_ms"]["total"], 2),
+            "model_ms": round(result["latency_ms"]["model"], 2), "speedup": None if ratio is None else round(ratio, 3),
             "tokens": result.get("new_tokens", result.get("tokens")), "tokens_per_s": _rounded(result.get("tokens_per_s")),
             "prefill_tokens_per_s": _rounded(result.get("prefill_tokens_per_s")),
             "decode_tokens_per_s": _rounded(result.get("decode_tokens_per_s")), "ttft_ms": _rounded(result.get("ttft_ms")),
@@ -35,6 +40,10 @@ def add_run(runs: list[dict], preset: str, text_in: str, results: dict[str, dict
 
 def _rounded(value) -> float | None:
     return None if value is None else round(float(value), 2)
+
+
+def _cell(value: float | None, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
 
 
 def runs_csv(runs: list[dict], task: str) -> str | None:
@@ -55,15 +64,17 @@ def last_run_markdown(runs: list[dict], task: str) -> str:
         return ""
     run = runs[-1]["run"]
     rows = [row for row in runs if row["run"] == run]
-    speed = "tokens/s" if task == "generation" else "model (ms)"
-    lines = [f"Run {run} ({rows[0]['preset']}), on: {rows[0]['input'][:80]!r}", "",
-             f"| variant | {'text' if task == 'generation' else 'answer'} | total (ms) | {speed} | speedup | runs on |",
-             "|---|---|---|---|---|---|"]
+    generation = task == "generation"
+    header = ("| variant | text | tokens written | first token (ms) | decode tokens/s | decoding speedup | runs on |" if generation
+              else "| variant | answer | total (ms) | model (ms) | speedup | runs on |")
+    lines = [f"Run {run} ({rows[0]['preset']}), on: {rows[0]['input'][:80]!r}", "", header,
+             "|---" * header.count(" | ") + "|---|"]
     for row in rows:
-        output = " ".join(str(row["output"]).split())[:60].replace("|", "\\|")
-        measure = row["tokens_per_s"] if task == "generation" else row["model_ms"]
-        speedup = f"{row['speedup']:.2f}x" if row["speedup"] else "—"
-        lines.append(f"| {row['variant']} | {output or '(no answer)'} | {row['total_ms']:.1f} | {measure} | {speedup} | {row['device']} |")
+        output = " ".join(str(row["output"]).split())[:60].replace("|", "\\|") or ("(empty)" if generation else "(no answer)")
+        speedup_cell = f"{row['speedup']:.2f}x" if row["speedup"] else "—"
+        measures = ([row["tokens"], _cell(row["ttft_ms"], ".1f"), _cell(row["decode_tokens_per_s"], ".1f")] if generation
+                    else [f"{row['total_ms']:.1f}", row["model_ms"]])
+        lines.append("| " + " | ".join(map(str, [row["variant"], output, *measures, speedup_cell, row["device"]])) + " |")
     return "\n".join(lines)
 
 
@@ -79,5 +90,5 @@ def kept_runs_row(task: str) -> tuple[gr.State, gr.DownloadButton, gr.Textbox]:
 
 def kept_runs_outputs(runs: list[dict], preset: str, text_in: str, results: dict[str, dict], task: str) -> list:
     """The three outputs after a click: the runs, the CSV and the table."""
-    runs = add_run(runs, preset, text_in, results)
+    runs = add_run(runs, preset, text_in, results, task)
     return [runs, runs_csv(runs, task), last_run_markdown(runs, task)]
