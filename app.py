@@ -54,14 +54,18 @@ def _status_markdown(showdown: Showdown) -> str:
 
 
 def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Blocks:
-    statuses = {(s["task"], s["variant"]): s for s in showdown.variants()}
+    def building() -> bool:
+        return any(status["status"] == "building" for status in showdown.variants())
+
     with gr.Blocks(title="Inference Showdown") as demo:
         gr.Markdown("# Inference Showdown\nOne input; the **baseline**, **optimized**, **pruned** and "
                     "**pruned-optimized** variants answer side by side, each timed live on this machine, "
                     "with its size and its accuracy measured on held-out data.")
         gr.Markdown(machine_markdown(), elem_id="machine")
-        with gr.Accordion("Variant status", open=any(s["status"] == "building" for s in statuses.values())):
+        with gr.Accordion("Variant status", open=building()) as status_panel:
             status_md = gr.Markdown(_status_markdown(showdown))
+        # open for each visitor while a first start builds, shut once every variant is built (not as the app started)
+        demo.load(lambda: gr.Accordion(open=building()), outputs=status_panel, api_visibility="private", queue=False)
         timer = gr.Timer(3.0)
         timer.tick(lambda: _status_markdown(showdown), outputs=status_md, api_visibility="private", queue=False)
         qa_tab(showdown)

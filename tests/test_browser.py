@@ -153,3 +153,26 @@ def test_your_data_tab_scores_an_upload_with_progress_table_chart_and_download(p
     page.get_by_role("button", name="Score every variant on my data").click()
     page.get_by_text("needs the columns context, question and answer").first.wait_for(timeout=30_000)
     assert page.get_by_text("Traceback").count() == 0
+
+
+def test_the_variant_status_is_open_while_a_variant_builds_and_shut_for_visitors_once_built(browser, built_presets):
+    """The panel is open on a first start, to show the build's progress; a visitor who comes once every
+    variant is built sees the task tabs first, whatever the state when the app started."""
+    from playwright.sync_api import expect
+
+    from models.showdown import Showdown
+    from tests.conftest import serve_app
+
+    showdown = Showdown(presets=dict(built_presets))
+    showdown.mark_building("qa", "optimized", "exporting baseline to ONNX")
+    with serve_app(showdown) as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        detail = page.get_by_role("columnheader", name="detail")
+        expect(detail).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("exporting baseline to ONNX")).to_be_visible()
+        showdown.mark_build_done("qa", "optimized")
+        page.reload()
+        expect(page.get_by_role("button", name="Answer with every variant")).to_be_visible(timeout=30_000)
+        expect(detail).to_be_hidden(timeout=30_000)
+        page.close()
