@@ -33,13 +33,15 @@ def config() -> TrainConfig:
                        removed_answer_share=0.5, init_from=STUDENT, score_test=False)
 
 
-def main(stop_after: int | None) -> dict:
-    train_config, recovery = config(), EncoderRecoveryConfig()
+def main(stop_after: int | None, train_config: TrainConfig | None = None, more_examples=lambda config: []) -> dict:
+    """`train_config` and `more_examples` (training questions beyond the config's data): for later candidates
+    (experiments/qa-pruned-spans); D1 ran with neither."""
+    train_config, recovery = train_config or config(), EncoderRecoveryConfig()
     torch.set_num_threads(train_config.threads)
     seed_everything(train_config.seed)
     articles = squad.load_articles(train_config.data)
     tokenizer = AutoTokenizer.from_pretrained(STUDENT)
-    train_data = training_examples(train_config, articles)
+    train_data = training_examples(train_config, articles) + more_examples(train_config)
     features = training_features(tokenizer, train_data, train_config.qa)
     validation_data = squad.examples(articles, train_config.split.validation)
     teacher = AutoModelForQuestionAnswering.from_pretrained(TEACHER, dtype=torch.float32).eval()
