@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import sys
@@ -23,6 +22,7 @@ from models import generation, qa
 from models.catalog import REPO_ROOT, VARIANTS, Preset, Task, all_presets, default_preset, preset, pushed_preset
 from models.errors import InputError, VariantUnavailable
 from models.machine import resident_bytes
+from models.recorded import recorded_accuracy
 from models.manifest import built_steps, read_manifest, rejected_recipes, size_bytes, verify
 from models.reports import accuracy_text
 from models.runners import Runner, load_runner
@@ -43,10 +43,6 @@ TIMED_AFTER_WARM_UP = "after one untimed warm-up call"
 TIMED_ALONE = "one call, no warm-up"
 CLICK_CALLS = 3  # a click's time per variant: the median of this many calls, in rotating order
 WARM_UP_TOKENS = 4  # a generation warm-up: the prompt's prefill and three decoding steps
-
-
-def _read_json(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.exists() else {}
 
 
 class _OnModelThread:
@@ -131,33 +127,7 @@ class Showdown:
         return path if (path / "manifest.json").exists() else None
 
     def accuracy(self, task: Task, variant: str, path: Path | None) -> dict:
-        if path is None:
-            return {}
-        manifest = _read_json(path / "manifest.json")
-        if manifest.get("metrics"):
-            return manifest["metrics"]
-        training = _read_json(path / "training.json")
-        recorded = {"recorded": f"by its training run, {training.get('trained_on') or training.get('device', 'elsewhere')}"}
-        if training.get("held_out"):
-            return {**training["held_out"], **recorded}
-        if training:
-            return {"split": "test articles " + ", ".join(training["articles"]["test"]), **training["test"], **recorded}
-        if task == "generation" and variant == "baseline":
-            reference = {}
-            names = {v.name for v in self.preset(task).variants}
-            for built in ("pruned", "optimized"):  # both measured against the baseline
-                path = self._locate(task, built) if built in names else None
-                reference.update(_read_json(path / "manifest.json").get("metrics", {}) if path else {})
-            if "reference_perplexity" in reference:
-                return {"agreement_pct": 100.0, "perplexity": reference["reference_perplexity"], "note": "reference",
-                        **({"instruction_pct": reference["reference_instruction_pct"]} if "reference_instruction_pct" in reference else {}),
-                        **({"instruction_recorded": reference["reference_instruction_recorded"]}
-                           if "reference_instruction_recorded" in reference else {}),
-                        **({"reading_f1": reference["reference_reading_f1"], "reading_questions": reference["reading_questions"],
-                            "reading_f1_ci95": reference["reference_reading_f1_ci95"]} if "reference_reading_f1_ci95" in reference else {}),
-                        **({"reading_recorded": reference["reference_reading_recorded"]}
-                           if "reference_reading_recorded" in reference else {})}
-        return {}
+        return recorded_accuracy(self.preset(task), variant, path, lambda name: self._locate(task, name))
 
     def _fix(self, task: Task, variant: str) -> str:
         spec = self.preset(task).variant(variant)

@@ -21,6 +21,7 @@ from models.machine import cpu_name
 from models.manifest import atomic_dir, read_manifest, size_bytes, source_fingerprint, verify, write_manifest
 from models.runners import ONNX_FILE, providers
 from models.sources import resolve
+from optimize.evaluate import pruned_promise
 from optimize.evaluate.gates import GateFailed, check, failures, gate_inputs
 from optimize.export.gguf_graft import source_gguf
 from optimize.export.onnx import (
@@ -82,7 +83,10 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = No
     beside the one that ships, gated on its own promise)."""
     target = BuildTarget.resolve(preset, variant_name)
     target = replace(target, directory=directory) if directory else target
-    return _build_onnx(target, recipe, force, progress, evaluate, strict, full_ladder)
+    built = _build_onnx(target, recipe, force, progress, evaluate, strict, full_ladder)
+    if evaluate and not directory and target.variant.built_from in pruned_promise.trained_pruned(preset):
+        pruned_promise.ensure(preset, target.variant.built_from)  # the trained source's own promise, for the app
+    return built
 
 
 def _build_onnx(target: BuildTarget, recipe: OnnxRecipe | None, force: bool, progress: Progress, evaluate: bool,
@@ -334,7 +338,7 @@ def build_variant(preset: Preset, variant_name: str, recipe: OnnxRecipe | None =
         return _build_assembled(target, force, progress, evaluate, strict)
     if variant.prune:
         return _build_pruned(target, force, progress, evaluate, strict)
-    return _build_onnx(target, recipe, force, progress, evaluate, strict, full_ladder)
+    return build_onnx(preset, variant_name, recipe, force, progress, evaluate, strict, full_ladder)
 
 
 def build_preset(preset: Preset, force: bool = False, progress: Progress = log.info, evaluate: bool = True,

@@ -19,10 +19,11 @@ from pathlib import Path
 from models.catalog import Preset, Task, default_preset
 from models.machine import describe
 from models.manifest import read_manifest
+from models.recorded import promise_record
 from models.reports import REPORTS_DIR
 from models.runners import cpu_threads
 from models.sources import resolve
-from optimize.evaluate import accuracy, gates, records
+from optimize.evaluate import accuracy, gates, pruned_promise, records
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,9 @@ def verify_preset(preset: Preset, progress: Callable[[str], None] = log.info,
         for spec in preset.variants:
             if variants and spec.name not in variants:
                 continue
+            if spec.name in pruned_promise.trained_pruned(preset):  # trained, not built: its promise alone
+                findings += verify_promise(preset, spec.name, progress)
+                continue
             directory = preset.built_dir(spec.name)
             manifest = read_manifest(directory) if spec.source.kind == "built" else None
             if not manifest or not manifest.get("metrics") or not spec.built_from:
@@ -98,6 +102,16 @@ def verify_preset(preset: Preset, progress: Callable[[str], None] = log.info,
                          for miss in gates.failures(preset.task, spec.runtime, {**here, "promise": promise})]
             progress(f"{preset.name}/{spec.name}: done in {time.perf_counter() - started:.0f} s")
     return findings
+
+
+def verify_promise(preset: Preset, variant: str, progress: Callable[[str], None]) -> list[Finding]:
+    """A trained `pruned` against the baseline on validation, both measured here, beside the build's record of it."""
+    progress(f"{preset.name}/{variant}: measuring its promise (pruned) against the baseline here, no record read")
+    path, baseline = (resolve(preset, preset.variant(name)) for name in (variant, "baseline"))
+    entry = promise_record(preset, variant, path, baseline)
+    here = pruned_promise.measure(preset, variant)
+    return (compare(variant, entry["metrics"] if entry else {}, here)
+            + [Finding(variant, miss, None, None, "gate missed here") for miss in here.get("gates_missed", [])])
 
 
 def markdown(task: Task, preset: Preset, findings: list[Finding], variants: tuple[str, ...] = ()) -> str:

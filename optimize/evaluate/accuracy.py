@@ -267,6 +267,11 @@ def reading_against(preset_name: str, runner: Runner, reference_path: Path, load
     return metrics
 
 
+def qa_reference_kind(split: squad.ArticleSplit) -> str:
+    """The reference cache's name for a QA model's per-question scores on `split` (every build and check shares it)."""
+    return f"qa-per-question-v2-{_everyday_key()}-v{''.join(map(str, split.validation))}"
+
+
 def _everyday_key() -> str:
     import hashlib
 
@@ -315,8 +320,7 @@ def measure(preset: Preset, directory: Path, variant_name: str, reference: Path,
         return {"note": "SQuAD data not found: accuracy not measured"}
     split = threshold_split(reference)
     held_out = HeldOut.load(split=split)
-    reference_metrics = reference_cache(reference, f"qa-per-question-v2-{_everyday_key()}-v{''.join(map(str, split.validation))}",
-                                        lambda: qa_accuracy(load_reference(), held_out))
+    reference_metrics = reference_cache(reference, qa_reference_kind(split), lambda: qa_accuracy(load_reference(), held_out))
     spans = reference_metrics["_spans"]
     guard = (AgreementGuard(len(spans), Gates().exact_agreement_pct, "answerable questions")
              if stop_below_gate and exact else None)
