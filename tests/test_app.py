@@ -88,6 +88,8 @@ def test_bad_input_gives_a_message_and_the_server_keeps_serving(client):
         client.predict(SEED, "Who?", "turbo", api_name="/qa")
     with pytest.raises(Exception, match="max_new_tokens must be between"):
         client.predict("Hi", "baseline", 100000, api_name="/generate")
+    with pytest.raises(Exception, match=r"max_new_tokens must be a whole number \(got 3.7\)"):
+        client.predict("Hi", "baseline", 3.7, api_name="/generate")
     assert client.predict(SEED, "Who worked harder?", "baseline", api_name="/qa")["latency_ms"]["total"] > 0
 
 
