@@ -53,7 +53,8 @@ def promise(preset: Preset, variant: str, path: Path, baseline: Path | None) -> 
     if entry is None:
         return {}
     metrics = entry["metrics"]
-    return {"promise": "pruned", "summary": f"{metrics['summary']} (recorded by the build, {entry['measured']})",
+    origin = f"; {metrics['scores_from']}" if metrics.get("scores_from") else ""
+    return {"promise": "pruned", "summary": f"{metrics['summary']} (paired by the build, {entry['measured']}{origin})",
             **({"gates_missed": metrics["gates_missed"]} if metrics.get("gates_missed") else {})}
 
 

@@ -218,7 +218,7 @@ def test_the_qa_build_records_the_trained_pruned_models_promise_and_the_app_show
     pruned = next(v for v in client.predict(api_name="/variants") if (v["task"], v["variant"]) == ("qa", "pruned"))
     accuracy, metrics = pruned["accuracy"], promise_record()["metrics"]
     assert accuracy["promise"] == "pruned" and accuracy["summary"].startswith("pruned: validation F1 "), accuracy
-    assert "recorded by the build" in accuracy["summary"] and accuracy.get("gates_missed") == metrics.get("gates_missed")
+    assert "paired by the build" in accuracy["summary"] and "per-question scores" in accuracy["summary"] and accuracy.get("gates_missed") == metrics.get("gates_missed")
     for measure, items in (("validation_f1", 1563), ("validation_forced_f1", 788)):
         delta = metrics[f"{measure}_delta"]
         assert delta["items"] == items and delta["ci95"][0] <= delta["delta"] <= delta["ci95"][1], delta

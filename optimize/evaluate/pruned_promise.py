@@ -16,7 +16,7 @@ from models.sources import resolve
 from optimize.evaluate import squad
 from optimize.evaluate.accuracy import qa_accuracy, qa_against, qa_reference_kind, threshold_split
 from optimize.evaluate.gates import failures, promise_line
-from optimize.evaluate.records import reference_cache
+from optimize.evaluate.records import reference_cache, reference_origin
 from optimize.evaluate.squad_metrics import HeldOut
 
 def trained_pruned(preset: Preset) -> list[str]:
@@ -42,11 +42,14 @@ def measure(preset: Preset, variant: str) -> dict:
         return reference_cache(directory, qa_reference_kind(split),
                                lambda: qa_accuracy(load_runner("qa", name, "torch", directory), held_out))
 
+    origins = {name: reference_origin(directories[name], qa_reference_kind(split)) for name in directories}
     own = {key: value for key, value in scores(variant).items() if key != "verifier"}
     metrics = {key: value for key, value in qa_against(own, scores("baseline")).items()
                if not key.startswith("_") and key != "verifier"}
     metrics["promise"] = "pruned"
     metrics["summary"] = promise_line("qa", "torch", metrics)
+    metrics["scores_from"] = ("per-question scores " + origins["baseline"] if len(set(origins.values())) == 1 else
+                              "; ".join(f"{name}'s per-question scores {origin}" for name, origin in origins.items()))
     if missed := failures("qa", "torch", metrics):
         metrics["gates_missed"] = missed
     return metrics

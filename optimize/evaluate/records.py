@@ -76,16 +76,27 @@ def reference_cache(source: Path, kind: str, compute) -> dict:
     The default presets' sources were measured once and are committed in `reference_record/` (the
     same files, copied from `<artifacts>/reference-cache/`), so a fresh machine's first build
     measures only its variants (issue 29); any other source is measured here."""
-    name = f"{kind}-{source_fingerprint(source)[:16]}.json"
-    path = artifacts_root() / "reference-cache" / name
-    if records_off():  # `optimize verify`: measured here, kept apart from the records
-        path = artifacts_root() / "verify-cache" / name
-    for known in (path,) if records_off() else (path, REFERENCE_RECORD / name):
-        if known.exists():
-            return json.loads(known.read_text())
+    path, *known = _reference_paths(source, kind)
+    for found in (path, *known):
+        if found.exists():
+            return json.loads(found.read_text())
     value = compute()
     _write_atomically(path, json.dumps(value))
     return value
+
+
+def reference_origin(source: Path, kind: str) -> str:
+    """Where `reference_cache` finds (or will put) this source's measure: what a record shown from it must say."""
+    path, *known = _reference_paths(source, kind)
+    return "read from the committed reference record" if not path.exists() and known and known[0].exists() else "measured here"
+
+
+def _reference_paths(source: Path, kind: str) -> list[Path]:
+    """This machine's cache first (what was measured here), then the committed record; `optimize verify`: its own cache only."""
+    name = f"{kind}-{source_fingerprint(source)[:16]}.json"
+    if records_off():  # `optimize verify`: measured here, kept apart from the records
+        return [artifacts_root() / "verify-cache" / name]
+    return [artifacts_root() / "reference-cache" / name, REFERENCE_RECORD / name]
 
 
 def _write_atomically(path: Path, text: str) -> None:
