@@ -192,8 +192,9 @@ class Showdown:
                 lines.append(f"{head}: {status['detail']}")
                 continue
             rejected = rejected_recipes(read_manifest(Path(status["path"])) or {})
+            missed = [f"missed accuracy gate: {miss}" for miss in status["accuracy"].get("gates_missed", [])]
             lines.append("; ".join([f"{head}, {status['size_bytes'] / 1e6:,.1f} MB, accuracy "
-                                    f"{accuracy_text(status['accuracy']).replace('—', 'not measured')}", *rejected]))
+                                    f"{accuracy_text(status['accuracy']).replace('—', 'not measured')}", *missed, *rejected]))
         return lines
 
     # --- running ------------------------------------------------------------------------------

@@ -225,6 +225,12 @@ def test_the_qa_build_records_the_trained_pruned_models_promise_and_the_app_show
         assert delta["delta"] == pytest.approx(metrics[measure] - metrics[f"reference_{measure}"], abs=0.02), metrics
 
 
+def test_the_summary_a_first_start_logs_names_the_qa_pruned_models_missed_gates(in_process_showdown):
+    line = next(line for line in in_process_showdown.summary() if line.startswith("qa/pruned: ready"))
+    missed = promise_record()["metrics"].get("gates_missed", [])
+    assert line.count("missed accuracy gate: ") == len(missed) and all(miss in line for miss in missed), line
+
+
 @pytest.mark.xfail(strict=True, reason="known gap (issue 48): against the baseline B3 on validation, SQuAD 2.0 F1 "
                    "-3.66 and forced-span F1 -3.99 (gate 3; on the test articles -2.3 / -2.0)")
 def test_committed_pruned_qa_keeps_its_promise_on_validation(built_defaults):
