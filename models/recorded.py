@@ -32,7 +32,7 @@ def recorded_accuracy(preset: Preset, variant: str, path: Path | None, locate: C
         return {"split": "test articles " + ", ".join(training["articles"]["test"]), **training["test"], **recorded}
     if preset.task == "generation" and variant == "baseline":
         return _generation_baseline(preset, locate)
-    return {}
+    return promise(preset, variant, path, locate("baseline"))  # a Hub preset's pruned model: its promise alone, if measured
 
 
 def promise_fingerprints(variant: str, path: Path, baseline: Path) -> dict[str, str]:

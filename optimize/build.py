@@ -17,6 +17,7 @@ from pathlib import Path
 
 from models.catalog import Preset, Variant
 from models.decoding import DecodingConfig
+from models.errors import VariantUnavailable
 from models.machine import cpu_name
 from models.manifest import atomic_dir, read_manifest, size_bytes, source_fingerprint, verify, write_manifest
 from models.runners import ONNX_FILE, providers
@@ -85,7 +86,10 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = No
     target = replace(target, directory=directory) if directory else target
     built = _build_onnx(target, recipe, force, progress, evaluate, strict, full_ladder)
     if evaluate and not directory and target.variant.built_from in pruned_promise.trained_pruned(preset):
-        pruned_promise.ensure(preset, target.variant.built_from)  # the trained source's own promise, for the app
+        try:  # the trained source's own promise, for the app; the variant just built stands either way
+            pruned_promise.ensure(preset, target.variant.built_from)
+        except (OSError, ValueError, VariantUnavailable) as error:
+            progress(f"{preset.name}/{target.variant.built_from}: its promise against the baseline was not measured: {error}")
     return built
 
 

@@ -19,6 +19,7 @@ from optimize.evaluate.gates import failures, promise_line
 from optimize.evaluate.records import reference_cache, reference_origin
 from optimize.evaluate.squad_metrics import HeldOut
 
+
 def trained_pruned(preset: Preset) -> list[str]:
     """The QA variants that promise `pruned` without a build to gate them: trained PyTorch models beside the baseline."""
     if preset.task != "qa":
