@@ -126,9 +126,9 @@ def speedup(result: dict, baseline: dict | None, task: str) -> float | None:
 
 
 def _speedup_text(result: dict, baseline: dict | None, task: str) -> str:
-    ratio = speedup(result, baseline, task)
     if baseline is None:
         return "speedup: run baseline too"
+    ratio = speedup(result, baseline, task)
     if task == "qa":
         return f"**{ratio:.2f}x** vs baseline"
     if ratio is None:

@@ -22,8 +22,7 @@ def add_run(runs: list[dict], preset: str, text_in: str, results: dict[str, dict
     run = max((row["run"] for row in runs), default=0) + 1
     baseline = results.get("baseline")
     rows = []
-    for variant in sorted(results, key=lambda name: VARIANTS.index(name) if name in VARIANTS else len(VARIANTS)):
-        result = results[variant]
+    for variant, result in ((name, results[name]) for name in VARIANTS if name in results):  # every answer is a catalog variant
         ratio = speedup(result, baseline, task)
         rows.append({
             "run": run, "preset": preset, "variant": variant, "input": text_in[:500],
