@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import random
+from pathlib import Path
 
 import torch
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer
@@ -25,27 +26,28 @@ TEACHER = REPO_ROOT / "weights" / "qa-minilm-squad2"
 STUDENT = REPO_ROOT / "weights" / "qa-minilm-squad2-pruned"
 
 
-def config() -> TrainConfig:
+def config(student: Path = STUDENT) -> TrainConfig:
     """B3's and P3's third stage (experiments/qa-more-negatives/RULE.md), written out."""
     return TrainConfig(output=artifacts_root() / "candidates" / "qa-minilm-squad2-pruned-distilled",
                        extra_data=(squad.TRAIN_HEAD_PATH, squad.MORE_DEV_PATH), split=squad.WIDE_VALIDATION,
                        epochs=1, learning_rate=3e-5, batch_size=32, answerable_first_epochs=0, null_fraction=1.0,
-                       removed_answer_share=0.5, init_from=STUDENT, score_test=False)
+                       removed_answer_share=0.5, init_from=student, score_test=False)
 
 
-def main(stop_after: int | None, train_config: TrainConfig | None = None, more_examples=lambda config: []) -> dict:
-    """`train_config` and `more_examples` (training questions beyond the config's data): for later candidates
-    (experiments/qa-pruned-spans); D1 ran with neither."""
-    train_config, recovery = train_config or config(), EncoderRecoveryConfig()
+def main(stop_after: int | None, train_config: TrainConfig | None = None, more_examples=lambda config: [],
+         student_dir: Path = STUDENT) -> dict:
+    """`train_config`, `more_examples` (training questions beyond the config's data) and `student_dir`: for later
+    candidates (experiments/qa-pruned-spans, experiments/qa-pruned-recut); D1 ran with none of them."""
+    train_config, recovery = train_config or config(student_dir), EncoderRecoveryConfig()
     torch.set_num_threads(train_config.threads)
     seed_everything(train_config.seed)
     articles = squad.load_articles(train_config.data)
-    tokenizer = AutoTokenizer.from_pretrained(STUDENT)
+    tokenizer = AutoTokenizer.from_pretrained(student_dir)
     train_data = training_examples(train_config, articles) + more_examples(train_config)
     features = training_features(tokenizer, train_data, train_config.qa)
     validation_data = squad.examples(articles, train_config.split.validation)
     teacher = AutoModelForQuestionAnswering.from_pretrained(TEACHER, dtype=torch.float32).eval()
-    student = AutoModelForQuestionAnswering.from_pretrained(STUDENT, dtype=torch.float32)
+    student = AutoModelForQuestionAnswering.from_pretrained(student_dir, dtype=torch.float32)
     history, best = [], {}
     state = {"history": history, "best": best}
     with resumable_job(train_config.output) as checkpoint:
@@ -54,11 +56,11 @@ def main(stop_after: int | None, train_config: TrainConfig | None = None, more_e
         scores = fit(student, features, tokenizer.pad_token_id, train_config,
                      validation_tracker(student, tokenizer, validation_data, train_config, history, best),
                      distil_loss_fn(teacher, recovery), checkpoint=checkpoint, state=state, stop_after=stop_after,
-                     run_key={"teacher": str(TEACHER), "student": str(STUDENT), "recovery": str(recovery)})
+                     run_key={"teacher": str(TEACHER), "student": str(student_dir), "recovery": str(recovery)})
     if len(scores) < train_config.epochs:
         return {"stopped": True, "checkpoint": str(checkpoint)}
     trained = len(epoch_features(features, 1, train_config, random.Random(0)))
-    extra = {"base_model": f"{STUDENT.name} distilled from {TEACHER.name} (T={recovery.temperature}, alpha={recovery.alpha})",
+    extra = {"base_model": f"{student_dir.name} distilled from {TEACHER.name} (T={recovery.temperature}, alpha={recovery.alpha})",
              "train_questions": len(train_data), "train_windows": len(features),
              "train_seconds": state["train_seconds"], "windows_per_second": round(trained / max(state["train_seconds"], 1), 1),
              "threads": train_config.threads}

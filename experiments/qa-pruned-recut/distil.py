@@ -1,0 +1,40 @@
+"""Issue 48 / the `pruned` promise: R2 of RULE.md, D1's stage (experiments/qa-pruned-distil-b3) with R1 (B3 cut
+again and distilled on all of SQuAD 1.1: `python -m optimize prune ... --output
+artifacts/candidates/qa-minilm-squad2-pruned-recut`) as the student. Resumable: the same command continues after
+a stop; its log is under artifacts/train-jobs/. Validation only.
+
+    PYTHONPATH=. python experiments/qa-pruned-recut/distil.py R1_FOLDER [--stop-after STEPS]
+
+R1_FOLDER: the published R1, or its `.partial` staging folder when it missed the build's gate (RULE.md reads the
+loop's validation for both).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import logging
+from pathlib import Path
+
+from models.catalog import REPO_ROOT, artifacts_root
+
+
+def _d1():
+    path = REPO_ROOT / "experiments" / "qa-pruned-distil-b3" / "distil.py"
+    spec = importlib.util.spec_from_file_location("d1_distil", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("r1", type=Path)
+    parser.add_argument("--stop-after", type=int, metavar="STEPS")
+    args = parser.parse_args()
+    d1 = _d1()
+    train_config = dataclasses.replace(d1.config(args.r1.resolve()),
+                                       output=artifacts_root() / "candidates" / "qa-minilm-squad2-pruned-recut-r2")
+    result = d1.main(args.stop_after, train_config, student_dir=args.r1.resolve())
+    print({k: v for k, v in result.items() if k in ("stopped", "checkpoint", "validation", "validation_score")})
