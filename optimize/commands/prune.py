@@ -41,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-bf16", action="store_true", help="QA: no bf16 autocast")
     parser.add_argument("--freeze-word-embeddings", action="store_true",
                         help="QA: keep the baseline's word embeddings (a lent GPU's trip back then skips them)")
+    parser.add_argument("--no-test", action="store_true",
+                        help="QA: a candidate: validation only, unpublished in <output>.partial; the test articles are "
+                             "scored once, by remeasure-qa, for a candidate its validation rule has chosen")
     parser.add_argument("--save-compact", action="store_true",
                         help="QA: write the running job's compact checkpoint under weights/train-jobs/ (to commit) and exit")
 
@@ -77,7 +80,7 @@ def _qa(args: argparse.Namespace) -> int:
     # distillation: the teacher already knows "no answer", so no curriculum; half the null windows
     config = TrainConfig(output=args.output or Path("weights/qa-minilm-squad2-pruned"), epochs=args.epochs,
                          learning_rate=args.learning_rate or 1e-4, answerable_first_epochs=0, threads=args.threads,
-                         batch_size=args.batch_size)
+                         batch_size=args.batch_size, score_test=not args.no_test)
     data_options(config, args)
     if args.save_compact:
         print(f"compact checkpoint (commit it to continue in a fresh clone): {save_compact(config)}")
@@ -92,4 +95,6 @@ def _qa(args: argparse.Namespace) -> int:
         return 2
     if result.get("stopped"):
         print(f"recovery stopped; checkpoint {result['checkpoint']}. Run the same command to continue.")
+    elif args.no_test:
+        print(f"candidate (validation only, not published): {result['candidate']}; validation {result['validation']}")
     return 0

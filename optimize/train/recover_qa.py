@@ -93,7 +93,8 @@ def prune_and_recover(baseline_dir: Path, output: Path, spec, progress=log.info)
 def run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: EncoderRecoveryConfig | None = None,
         train_share: float = 1.0, stop_after: int | None = None) -> dict:
     """Prune the baseline, recover on the training articles, score the held-out articles, publish
-    when gated. Returns {"stopped": True, ...} when stopped early (the same call continues)."""
+    when gated. Returns {"stopped": True, ...} when stopped early (the same call continues). With
+    `train_config.score_test` off it is a candidate: validation only, left in the staging folder."""
     from dataclasses import replace
 
     from optimize.train.finetune_qa import compact_file, resumable_job
@@ -107,6 +108,8 @@ def run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: E
     if result.get("stopped"):
         return result
     compact_file(published).unlink(missing_ok=True)
+    if not train_config.score_test:  # a candidate: its validation rule, not this gate, decides before any test look
+        return {**result, "candidate": str(staging_dir(published))}
     publish_if_gated(staging_dir(published), published, baseline_dir, result, train_config)
     from optimize.publish.model_card import write_qa_card
     write_qa_card(published)
