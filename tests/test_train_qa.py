@@ -148,3 +148,36 @@ def test_a_stopped_pruning_recovery_prunes_the_same_way_and_continues_to_the_sam
         torch.testing.assert_close(tensor, uninterrupted[name], msg=name)
     with pytest.raises(ValueError, match="another training run"):
         recover(student(), checkpoint=checkpoint, run_key={"prune": "4 heads"})
+
+
+def test_a_pruned_candidate_is_scored_on_validation_only_and_left_unpublished(tmp_path):
+    """`prune --task qa --no-test` (issue 48's protocol): a candidate's rule reads validation first, so the job
+    neither scores the test articles nor publishes through the build's gate; the student waits in the staging
+    folder with its validation scores and no recorded test look."""
+    import json
+
+    from optimize.evaluate.squad import ArticleSplit
+    from optimize.prune.encoder import PruneConfig
+    from optimize.train.recover_qa import EncoderRecoveryConfig, run
+    from tests.tiny import tiny_qa
+
+    def article(title: str) -> dict:
+        context = f"The {title} pig built a house of straw. The wolf blew it down."
+        return {"title": title, "paragraphs": [{"context": context, "qas": [
+            {"id": f"{title}-{i}", "question": f"What did the {title} pig build{'?' * (i + 1)}",
+             "answers": [{"text": "a house of straw", "answer_start": context.index("a house")}]} for i in range(6)] + [
+            {"id": f"{title}-null", "question": "What did the wolf eat?", "answers": [], "is_impossible": True}]}]}
+
+    data = tmp_path / "tiny-squad.json"
+    data.write_text(json.dumps({"data": [article(title) for title in ("first", "second", "third")]}))
+    output = tmp_path / "candidate"
+    config = TrainConfig(output=output, data=data, extra_data=(), split=ArticleSplit(train=(0,), validation=(1,), test=(2,)),
+                         epochs=1, batch_size=4, threads=1, answerable_first_epochs=0, bf16=False, device="cpu",
+                         score_test=False)
+    result = run(tiny_qa(tmp_path / "baseline", seed=0), PruneConfig(heads_kept=2, ffn_kept=32, calibration_windows=8,
+                                                                     batch_size=4), config, EncoderRecoveryConfig())
+    candidate = output.with_name("candidate.partial")
+    assert result["candidate"] == str(candidate) and not output.exists()
+    training = json.loads((candidate / "training.json").read_text())
+    assert "held_out" not in training and "test_looks" not in training and training["validation"]["overall_total"] == 7
+    assert (candidate / "model.safetensors").exists()
