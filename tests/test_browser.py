@@ -117,6 +117,21 @@ def test_generation_examples_are_shown_and_fill_the_prompt(page):
                            arg=example, timeout=10_000)
 
 
+def test_benchmarks_tab_answers_each_question_in_its_own_sub_tab(page):
+    """The reports, pruning and the comparison with other runtimes each on their own sub-tab: one shown at a
+    time, the measuring button only with the comparison it measures."""
+    page.get_by_role("tab", name="Benchmarks").click()
+    for label in ("QA report", "Generation report", "Pruning", "Against alternatives"):
+        page.get_by_role("tab", name=label).wait_for(timeout=10_000)
+    button = page.get_by_role("button", name="Measure on this machine")
+    assert not button.is_visible()
+    page.get_by_role("tab", name="Against alternatives").click()
+    button.wait_for(timeout=10_000)
+    page.get_by_role("heading", name="Committed").wait_for(timeout=10_000)
+    page.get_by_role("tab", name="QA report").click()
+    button.wait_for(state="hidden", timeout=10_000)
+
+
 def test_your_data_tab_scores_an_upload_with_progress_table_chart_and_download(page, tmp_path):
     """Issue 52: upload a small SQuAD-style CSV, watch it score, read the table, the chart, the
     Markdown and download the per-question answers; a malformed file gets a message, not a trace."""

@@ -22,32 +22,46 @@ def measure_here_events(measurer: MeasureHere):
 
 
 def benchmarks_tab(measurer: MeasureHere) -> None:
+    """One sub-tab per question a visitor brings (how fast is each task, what did pruning cost, how does it
+    stand against what they would run instead), so that no answer sits under a page of the others."""
     with gr.Tab("Benchmarks"):
-        gr.Markdown("Measured by `python -m optimize report` on the machine named in each table: "
-                    "latency p50/p95, speedup vs baseline, size on disk, held-out accuracy.")
-        for task in ("qa", "generation"):
-            table, caption = load_report_table(task)
-            gr.Markdown(caption)
-            gr.Dataframe(table, interactive=False, wrap=True)
-            lengths = load_length_table(task)
-            if not lengths.empty:
-                gr.Markdown("Latency by context length (p50; speedup over the baseline at the same length): "
-                            "a paragraph longer than one window runs as two or three.")
-                gr.Dataframe(lengths, interactive=False, wrap=True)
-            chart = report_chart(task)
-            if chart:
-                gr.Image(chart, show_label=False, height=320)
-        gr.Markdown(pruning_markdown())
-        gr.Markdown("### Against what users would pick instead (`python -m optimize bench`)")
-        # one above the other, each at full width: side by side, the committed table's nine columns
-        # wrapped their headers letter by letter
-        gr.Markdown("#### Measured here")
-        with gr.Row():
-            measure_button = gr.Button("Measure on this machine", variant="secondary", scale=1)
-            gr.Markdown("The quick bench (`python -m optimize bench --quick --no-app`), here and now: "
-                        "a few minutes, while the live columns' timings share the cores with it.")
-        measured = gr.Markdown(measurer.status(), elem_id="measured-here")
-        gr.Markdown("#### Committed (`reports/bench.md`)")
-        gr.Markdown(bench_markdown())
-        measure_button.click(measure_here_events(measurer), None, measured, api_name="measure_here",
-                             concurrency_limit=None)
+        gr.Markdown("Measured by `python -m optimize report` and `python -m optimize bench` on the machine named in "
+                    "each table: latency p50/p95, speedup vs baseline, size on disk, held-out accuracy.")
+        with gr.Tabs():
+            for task, label in (("qa", "QA report"), ("generation", "Generation report")):
+                with gr.Tab(label):
+                    _report(task)
+            with gr.Tab("Pruning"):
+                gr.Markdown(pruning_markdown())
+            with gr.Tab("Against alternatives"):
+                _against_alternatives(measurer)
+
+
+def _report(task: str) -> None:
+    table, caption = load_report_table(task)
+    gr.Markdown(caption)
+    gr.Dataframe(table, interactive=False, wrap=True)
+    lengths = load_length_table(task)
+    if not lengths.empty:
+        gr.Markdown("Latency by context length (p50; speedup over the baseline at the same length): "
+                    "a paragraph longer than one window runs as two or three.")
+        gr.Dataframe(lengths, interactive=False, wrap=True)
+    chart = report_chart(task)
+    if chart:
+        gr.Image(chart, show_label=False, height=320)
+
+
+def _against_alternatives(measurer: MeasureHere) -> None:
+    gr.Markdown("### Against what users would pick instead (`python -m optimize bench`)")
+    # one above the other, each at full width: side by side, the committed table's nine columns
+    # wrapped their headers letter by letter
+    gr.Markdown("#### Measured here")
+    with gr.Row():
+        measure_button = gr.Button("Measure on this machine", variant="secondary", scale=1)
+        gr.Markdown("The quick bench (`python -m optimize bench --quick --no-app`), here and now: "
+                    "a few minutes, while the live columns' timings share the cores with it.")
+    measured = gr.Markdown(measurer.status(), elem_id="measured-here")
+    gr.Markdown("#### Committed (`reports/bench.md`)")
+    gr.Markdown(bench_markdown())
+    measure_button.click(measure_here_events(measurer), None, measured, api_name="measure_here",
+                         concurrency_limit=None)
