@@ -12,19 +12,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import logging
+import sys
 from pathlib import Path
 
 from models.catalog import REPO_ROOT, artifacts_root
 
-
-def _d1():
-    path = REPO_ROOT / "experiments" / "qa-pruned-distil-b3" / "distil.py"
-    spec = importlib.util.spec_from_file_location("d1_distil", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+sys.path.insert(0, str(REPO_ROOT / "experiments" / "qa-pruned-distil-b3"))
+import distil as d1  # noqa: E402  (D1's script: its folder name is no package name)
 
 
 if __name__ == "__main__":
@@ -33,7 +28,6 @@ if __name__ == "__main__":
     parser.add_argument("r1", type=Path)
     parser.add_argument("--stop-after", type=int, metavar="STEPS")
     args = parser.parse_args()
-    d1 = _d1()
     train_config = dataclasses.replace(d1.config(args.r1.resolve()),
                                        output=artifacts_root() / "candidates" / "qa-minilm-squad2-pruned-recut-r2")
     result = d1.main(args.stop_after, train_config, student_dir=args.r1.resolve())
