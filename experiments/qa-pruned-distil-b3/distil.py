@@ -35,9 +35,10 @@ def config(student: Path = STUDENT) -> TrainConfig:
 
 
 def main(stop_after: int | None, train_config: TrainConfig | None = None, more_examples=lambda config: [],
-         student_dir: Path = STUDENT) -> dict:
-    """`train_config`, `more_examples` (training questions beyond the config's data) and `student_dir`: for later
-    candidates (experiments/qa-pruned-spans, experiments/qa-pruned-recut); D1 ran with none of them."""
+         student_dir: Path = STUDENT, loss_fn_factory=distil_loss_fn, recipe: str = "") -> dict:
+    """`train_config`, `more_examples` (training questions beyond the config's data), `student_dir` and
+    `loss_fn_factory(teacher, recovery)` with its `recipe` (words for the model card): for later candidates
+    (experiments/qa-pruned-spans, qa-pruned-recut, qa-pruned-layers); D1 ran with none of them."""
     train_config, recovery = train_config or config(student_dir), EncoderRecoveryConfig()
     torch.set_num_threads(train_config.threads)
     seed_everything(train_config.seed)
@@ -55,12 +56,12 @@ def main(stop_after: int | None, train_config: TrainConfig | None = None, more_e
                                            len(train_data), len(features), len(validation_data))
         scores = fit(student, features, tokenizer.pad_token_id, train_config,
                      validation_tracker(student, tokenizer, validation_data, train_config, history, best),
-                     distil_loss_fn(teacher, recovery), checkpoint=checkpoint, state=state, stop_after=stop_after,
-                     run_key={"teacher": str(TEACHER), "student": str(student_dir), "recovery": str(recovery)})
+                     loss_fn_factory(teacher, recovery), checkpoint=checkpoint, state=state, stop_after=stop_after,
+                     run_key={"teacher": str(TEACHER), "student": str(student_dir), "recovery": str(recovery) + recipe})
     if len(scores) < train_config.epochs:
         return {"stopped": True, "checkpoint": str(checkpoint)}
     trained = len(epoch_features(features, 1, train_config, random.Random(0)))
-    extra = {"base_model": f"{student_dir.name} distilled from {TEACHER.name} (T={recovery.temperature}, alpha={recovery.alpha})",
+    extra = {"base_model": f"{student_dir.name} distilled from {TEACHER.name} (T={recovery.temperature}, alpha={recovery.alpha}){recipe}",
              "train_questions": len(train_data), "train_windows": len(features),
              "train_seconds": state["train_seconds"], "windows_per_second": round(trained / max(state["train_seconds"], 1), 1),
              "threads": train_config.threads}
