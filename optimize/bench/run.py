@@ -182,7 +182,7 @@ def bench_generation(showdown: Showdown, config: BenchConfig, llama_cpp: Decoder
     baseline = showdown.runner("generation", "baseline")
     prompt = generation_prompt(baseline.tokenizer, config.generation_prompt_tokens)
     workload = (f"generation, ~{config.generation_prompt_tokens}-token prompt, exactly {config.new_tokens} new tokens "
-                "greedy (end-of-sequence ignored)")
+                f"greedy (end-of-sequence ignored), p50 of {config.generation_rounds} rounds")
     return _timed_generation(workload, prompt, config, {**generation_contenders(baseline.path), **llama_cpp}, runners)
 
 
@@ -237,7 +237,7 @@ def bench_lookup(config: BenchConfig, llama_cpp: Decoders, runners: dict[str, Ru
     question = reading.questions()[0]
     prompt = reading.PROMPT.format(context=question.context, question=question.question)
     workload = (f"{LOOKUP_WORKLOAD}, reading-comprehension prompt ({len(optimized.tokenizer(prompt).input_ids)} tokens), "
-                f"exactly {config.new_tokens} new tokens greedy (end-of-sequence ignored)")
+                f"exactly {config.new_tokens} new tokens greedy (end-of-sequence ignored), p50 of {config.generation_rounds} rounds")
     onnx = {name: runners[name] for name in ("optimized", "pruned-optimized")
             if name in runners and runners[name].runtime == "onnxruntime"}
     return _timed_generation(workload, prompt, config, llama_cpp, onnx)

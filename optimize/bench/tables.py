@@ -25,7 +25,7 @@ class BenchConfig:
     long_rounds: int = 3
     generation_prompt_tokens: int = 128
     new_tokens: int = 64
-    generation_rounds: int = 3
+    generation_rounds: int = 9  # a p50 of 3 moved between two idle runs by more than the bars' margins (docs/history.md)
     agreement_prompts: int = 16  # held-out prompts each decoder continues greedily, compared with PyTorch fp32's tokens
     warmup: int = 2
     app_rounds: int = 20
