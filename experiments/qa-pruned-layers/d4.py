@@ -1,0 +1,35 @@
+"""D4 (RULE-D4.md): D3's loss (logits, labels and B3's layer outputs) on D3's data, at lr 1e-4 for two epochs, the
+loop's validation picking the epoch. Resumable like D3; validation only.
+
+    PYTHONPATH=. python experiments/qa-pruned-layers/d4.py [--stop-after STEPS]
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import logging
+
+from models.catalog import REPO_ROOT, artifacts_root
+
+LEARNING_RATE, EPOCHS = 1e-4, 2
+
+
+def _d3():
+    spec = importlib.util.spec_from_file_location("d3_distil", REPO_ROOT / "experiments" / "qa-pruned-layers" / "distil.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stop-after", type=int, metavar="STEPS")
+    d3 = _d3()
+    d1, d2 = d3._experiment("qa-pruned-distil-b3"), d3._experiment("qa-pruned-spans")
+    train_config = dataclasses.replace(d1.config(), learning_rate=LEARNING_RATE, epochs=EPOCHS,
+                                       output=artifacts_root() / "candidates" / "qa-minilm-squad2-pruned-layers-d4")
+    result = d1.main(parser.parse_args().stop_after, train_config, d2.span_sample, loss_fn_factory=d3.layer_loss_fn,
+                     recipe=f" + {d3.LAYER_WEIGHT} x the layer outputs' relative squared error")
+    print({k: v for k, v in result.items() if k in ("stopped", "checkpoint", "validation", "validation_score")})
