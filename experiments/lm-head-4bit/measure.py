@@ -20,6 +20,7 @@ from onnx import numpy_helper
 from models.catalog import artifacts_root
 from models.decoding import OnnxCausalLM
 from models.runners import session_options
+from optimize.export.gguf_grid import pack_nibbles
 from optimize.bench.run import generation_prompt
 from transformers import AutoTokenizer
 
@@ -36,10 +37,8 @@ def four_bit(weight: np.ndarray, block: int = 32) -> tuple[np.ndarray, np.ndarra
     scale = np.where(high > low, (high - low) / 15, 1.0).astype(np.float32)
     zero = np.clip(np.round(-low / scale), 0, 15).astype(np.uint8)
     codes = np.clip(np.round(blocks / scale[..., None]) + zero[..., None], 0, 15).astype(np.uint8)
-    packed = codes[..., 0::2] | (codes[..., 1::2] << 4)
     zero_padded = np.concatenate([zero, np.zeros((n, zero.shape[1] % 2), np.uint8)], axis=1)
-    zero_packed = zero_padded[:, 0::2] | (zero_padded[:, 1::2] << 4)
-    return packed, scale, zero_packed
+    return pack_nibbles(codes), scale, pack_nibbles(zero_padded)
 
 
 def build_probe() -> Path:
@@ -53,7 +52,7 @@ def build_probe() -> Path:
     scales = numpy_helper.to_array(inits[node.input[2]]).astype(np.float32)
     weight = ((q8 - 128) * scales[..., None]).reshape(attrs["N"], -1)[:, : attrs["K"]]
     packed, scale, zero = four_bit(weight)
-    names = [f"lm_head.MatMul.weight_Q4", "lm_head.MatMul.weight_Q4_scales", "lm_head.MatMul.weight_Q4_zp"]
+    names = ["lm_head.MatMul.weight_Q4", "lm_head.MatMul.weight_Q4_scales", "lm_head.MatMul.weight_Q4_zp"]
     for name, array in zip(names, (packed, scale, zero)):
         model.graph.initializer.append(numpy_helper.from_array(array, name))
     del node.input[1:]

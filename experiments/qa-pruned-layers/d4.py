@@ -7,26 +7,22 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import logging
+import sys
+from pathlib import Path
 
-from models.catalog import REPO_ROOT, artifacts_root
+from models.catalog import artifacts_root
+
+sys.path.insert(0, str(Path(__file__).parent))
+import distil as d3  # noqa: E402 - D3's script beside this one (an experiment folder, not a package)
 
 LEARNING_RATE, EPOCHS = 1e-4, 2
-
-
-def _d3():
-    spec = importlib.util.spec_from_file_location("d3_distil", REPO_ROOT / "experiments" / "qa-pruned-layers" / "distil.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stop-after", type=int, metavar="STEPS")
-    d3 = _d3()
     d1, d2 = d3._experiment("qa-pruned-distil-b3"), d3._experiment("qa-pruned-spans")
     train_config = dataclasses.replace(d1.config(), learning_rate=LEARNING_RATE, epochs=EPOCHS,
                                        output=artifacts_root() / "candidates" / "qa-minilm-squad2-pruned-layers-d4")
