@@ -361,6 +361,10 @@ def test_bench_keeps_its_speedups(built_defaults, tmp_path):
     assert all(0 <= a["same_tokens_pct"] <= 100 and a["prompts"] == 2 for a in agreement.values()), agreement
     assert agreement["optimized"]["same_tokens_pct"] > 0, agreement  # int8 compute (lossy): shown, never gated
     assert "Greedy tokens the same as PyTorch fp32's" in (tmp_path / "bench.md").read_text()
+    # issue 53's lookup workloads: a reading-comprehension and a rewrite prompt, each with `optimized` looked up
+    lookup_rows = {(r["workload"].split(" (")[0], r["contender"]) for r in bench["results"]}
+    assert {("prompt lookup, reading-comprehension prompt", "optimized, prompt lookup"),
+            ("prompt lookup, rewrite prompt", "optimized, prompt lookup")} <= lookup_rows, lookup_rows
     assert ratios["qa384_vs_pipeline_fp32"] >= 1.2, ratios
     assert ratios["qa384_vs_optimum_int8"] >= 0.55, ratios
     assert ratios["generation_vs_pytorch_fp32"] >= 2.3, ratios

@@ -38,6 +38,7 @@ from optimize.bench.contenders import exact_rung_dir, generation_contenders, lla
 from optimize.bench.tables import (
     GENERATION_PROMPT_WORDS,
     LOOKUP_ROWS,
+    LOOKUP_PROMPTS,
     LOOKUP_WORKLOAD,
     Bench,
     EXACT_RUNG,
@@ -225,22 +226,30 @@ def _decoded(runner: Runner, prompt: str, new_tokens: int, lookup: bool) -> dict
         decoder.lookup, decoder.wide_steps = before
 
 
+REWRITE_PROMPT = "Rewrite the following paragraph in plain words, keeping every fact:\n\n{context}"
+
+
 def bench_lookup(config: BenchConfig, llama_cpp: Decoders, runners: dict[str, Runner]) -> list[Result]:
-    """Issue 53's prompt-lookup comparison on a reading-comprehension prompt (a reading-set paragraph and
-    question: where an answer copies its prompt): llama.cpp plain and with its own lookup, `optimized` and
-    `pruned-optimized` plain and with lookup, the same prompt tokens and exactly `new_tokens` each."""
+    """Issue 53's prompt-lookup comparison where an answer copies its prompt, on the first reading-set paragraph
+    (never trained or chosen on): its reading-comprehension question (the bars) and a request to rewrite it.
+    llama.cpp plain and with its own lookup, `optimized` and `pruned-optimized` plain and with lookup, the same
+    prompt tokens and exactly `new_tokens` each."""
     from optimize.evaluate import reading
 
     optimized = runners.get("optimized")
     if optimized is None or optimized.runtime != "onnxruntime" or not reading.available():
         return []
     question = reading.questions()[0]
-    prompt = reading.PROMPT.format(context=question.context, question=question.question)
-    workload = (f"{LOOKUP_WORKLOAD}, reading-comprehension prompt ({len(optimized.tokenizer(prompt).input_ids)} tokens), "
-                f"exactly {config.new_tokens} new tokens greedy (end-of-sequence ignored), p50 of {config.generation_rounds} rounds")
+    prompts = {"reading": reading.PROMPT.format(context=question.context, question=question.question),
+               "rewrite": REWRITE_PROMPT.format(context=question.context)}
     onnx = {name: runners[name] for name in ("optimized", "pruned-optimized")
             if name in runners and runners[name].runtime == "onnxruntime"}
-    return _timed_generation(workload, prompt, config, llama_cpp, onnx)
+    results = []
+    for kind, prompt in prompts.items():
+        workload = (f"{LOOKUP_WORKLOAD}, {LOOKUP_PROMPTS[kind]} ({len(optimized.tokenizer(prompt).input_ids)} tokens), "
+                    f"exactly {config.new_tokens} new tokens greedy (end-of-sequence ignored), p50 of {config.generation_rounds} rounds")
+        results += _timed_generation(workload, prompt, config, llama_cpp, onnx)
+    return results
 
 
 def greedy_agreement(showdown: Showdown, config: BenchConfig, llama_cpp: Decoders, runners: dict[str, Runner]) -> dict[str, dict]:

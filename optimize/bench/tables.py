@@ -66,7 +66,8 @@ class Bench:
 
 
 EXACT_RUNG = "optimized, exact rung"  # the bench's name for `optimized`'s exact rung (fp32 compute)
-LOOKUP_WORKLOAD = "prompt lookup"  # the reading-comprehension workload's name (issue 53)
+LOOKUP_WORKLOAD = "prompt lookup"  # issue 53's lookup workloads: a reading-comprehension and a rewrite prompt
+LOOKUP_PROMPTS = {"reading": "reading-comprehension prompt", "rewrite": "rewrite prompt"}  # ratio key -> workload words
 OPTIMIZED_LOOKUP, LLAMA_CPP_LOOKUP = "optimized, prompt lookup", "llama.cpp, prompt lookup"
 PRUNED_LOOKUP = "pruned-optimized, prompt lookup"
 LOOKUP_ROWS = {"optimized": OPTIMIZED_LOOKUP, "pruned-optimized": PRUNED_LOOKUP}  # each ONNX variant's row with lookup
@@ -161,13 +162,14 @@ def ratios(results: list[Result]) -> dict[str, float]:
         out["optimized_decode_vs_llama_cpp"] = round(ours.decode_tokens_per_s / llama.decode_tokens_per_s, 2)
         out["optimized_overall_vs_llama_cpp"] = round(ours.tokens_per_s / llama.tokens_per_s, 2)
         out["llama_cpp_ttft_vs_optimized"] = round(llama.ttft_ms / ours.ttft_ms, 2)
-    reading = {r.contender: r for r in results if r.workload.startswith(LOOKUP_WORKLOAD)}
-    for variant, ours_looked_up in LOOKUP_ROWS.items():
-        prefix, looked_up = variant.replace("-", "_"), reading.get(ours_looked_up)
-        for name, contender in (("llama_cpp", "llama.cpp"), ("llama_cpp_lookup", LLAMA_CPP_LOOKUP)):
-            other = reading.get(contender)
-            if looked_up and other and looked_up.decode_tokens_per_s and other.decode_tokens_per_s:
-                out[f"{prefix}_lookup_reading_vs_{name}"] = round(looked_up.decode_tokens_per_s / other.decode_tokens_per_s, 2)
+    for kind, words in LOOKUP_PROMPTS.items():
+        looked = {r.contender: r for r in results if r.workload.startswith(f"{LOOKUP_WORKLOAD}, {words}")}
+        for variant, ours_looked_up in LOOKUP_ROWS.items():
+            prefix, looked_up = variant.replace("-", "_"), looked.get(ours_looked_up)
+            for name, contender in (("llama_cpp", "llama.cpp"), ("llama_cpp_lookup", LLAMA_CPP_LOOKUP)):
+                other = looked.get(contender)
+                if looked_up and other and looked_up.decode_tokens_per_s and other.decode_tokens_per_s:
+                    out[f"{prefix}_lookup_{kind}_vs_{name}"] = round(looked_up.decode_tokens_per_s / other.decode_tokens_per_s, 2)
     exact = rows.get(EXACT_RUNG)
     if ours and exact and ours.decode_tokens_per_s and exact.decode_tokens_per_s:  # what the lossy step buys
         out["optimized_decode_vs_exact_rung"] = round(ours.decode_tokens_per_s / exact.decode_tokens_per_s, 2)
