@@ -137,7 +137,7 @@ def test_smoothquant_moves_activation_range_into_weights_without_changing_the_mo
     assert gains[5] / gains.median() < 40.0 / original.model.layers[0].input_layernorm.weight.abs().median()
 
 
-@pytest.mark.parametrize("block_size", [16, 128])  # 128: the default, longer than the tiny model's rows
+@pytest.mark.parametrize("block_size", [16, 128])  # 128: longer than the tiny model's rows
 def test_int8_sensitive_layers_keep_fp32_attention(tiny_llama_dir, tmp_path, block_size):
     """optimize/prune/sensitivity.py emulates INT8 attention one layer at a time, in the recipe's blocks: a
     layer whose attention input has an outlier channel (its int8 blocks lose the rest) must be the one the

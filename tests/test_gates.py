@@ -36,6 +36,19 @@ def test_qa_gates_read_validation_and_the_test_articles_decide_nothing():
     assert len(missed) == 2 and all("not measured" in m and "optimize verify" in m for m in missed), missed
 
 
+def test_a_decoder_that_ships_exact_lookup_is_gated_on_the_same_text_with_and_without_drafts():
+    """Exact prompt lookup promises the text of the same decoding without drafts, on top of the variant's own
+    promise: one changed held-out text is a miss, however small the lossy measures' drops."""
+    lossy = {"promise": "lossy", "perplexity_ratio": 1.004, "reading_f1": 12.9, "reference_reading_f1": 12.9}
+    assert failures("generation", "onnxruntime", {**lossy, "lookup_prompts": 16, "lookup_identical": 16}) == []
+    missed = failures("generation", "onnxruntime", {**lossy, "lookup_prompts": 16, "lookup_identical": 15})
+    assert missed == ["prompt lookup changed 1 of 16 held-out texts (exact lookup promises the same text with and "
+                      "without drafts)"], missed
+    assert "the same text with and without lookup on 16/16 prompts" in promise_line(
+        "generation", "onnxruntime", {**lossy, "lookup_prompts": 16, "lookup_identical": 16})
+    assert failures("generation", "onnxruntime", lossy) == []  # a variant without lookup is not asked
+
+
 def test_an_export_with_its_sources_exact_weights_promises_the_same_text():
     """The gguf-q4 recipe carries the baseline's weights bit for bit: 99.5 % of greedy tokens and
     90 % identical 64-token continuations."""

@@ -16,6 +16,39 @@ def test_the_draft_follows_the_most_recent_earlier_occurrence_of_the_longest_tai
     assert lookup.draft([1, 2, 1, 2, 3, 4, 5, 1, 2], room=2) == [3, 4]  # never past the tokens still wanted
 
 
+def test_the_generation_int8_recipe_computes_each_row_the_same_in_a_pass_of_any_width():
+    """Exact lookup checks drafts in one pass of several rows: every weight kernel must give each row the bits
+    of a one-row step. ONNX Runtime's 8-bit int8-compute kernel does in blocks of 16-64 and not of 128, which
+    the recipe used until lookup was found changing `pruned-optimized`'s texts (experiments/int8-block-size)."""
+    import numpy as np
+    import onnx
+    import onnxruntime
+    from onnx import TensorProto, helper
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    from models.runners import session_options
+    from optimize.quantize.recipes import default_recipe
+
+    recipe = default_recipe("generation")
+    rng = np.random.default_rng(0)
+    k, n = 576, 1536  # SmolLM2's hidden size and its pruned MLP's width
+    weights = onnx.numpy_helper.from_array((rng.standard_normal((k, n)) * 0.05).astype(np.float32), "W")
+    graph = helper.make_graph([helper.make_node("MatMul", ["A", "W"], ["Y"])], "g",
+                              [helper.make_tensor_value_info("A", TensorProto.FLOAT, ["M", k])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["M", n])], [weights])
+    quantizer = MatMulNBitsQuantizer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+                                     block_size=recipe.block_size, is_symmetric=True, accuracy_level=4,
+                                     bits=recipe.weight_only_bits)
+    quantizer.process()
+    model = quantizer.model.model
+    model.ir_version = 10
+    session = onnxruntime.InferenceSession(model.SerializeToString(), session_options(), providers=["CPUExecutionProvider"])
+    rows = rng.standard_normal((9, k)).astype(np.float32)  # a draft of 8 and the position before it
+    alone = np.concatenate([session.run(None, {"A": rows[i:i + 1]})[0] for i in range(len(rows))])
+    for width in range(2, len(rows) + 1):
+        assert np.array_equal(session.run(None, {"A": rows[:width]})[0], alone[:width]), width
+
+
 @pytest.mark.parametrize("prompt", [
     "Repeat after me: the quick brown fox jumps over the lazy dog. the quick brown fox jumps over the lazy dog.",
     "Paragraph: Warsaw is the capital and largest city of Poland. Question: What is the capital of Poland?",
@@ -91,6 +124,10 @@ def test_a_variant_built_with_lookup_by_default_decodes_with_it_and_keeps_its_te
     assert looked_up["draft"]["passes"] > 0
     runner.model.decoder.lookup = None  # the same wide decoding, no drafts
     assert generation.generate(runner, prompt, 40, ignore_eos=True)["text"] == looked_up["text"]
+    runner.model.decoder.lookup = PromptLookup()
+    from optimize.evaluate.continuations import lookup_keeps_texts  # the build's gate for such a variant
+    assert lookup_keeps_texts(runner, (prompt, "Write a haiku about fast computers.")) == {"lookup_prompts": 2, "lookup_identical": 2}
+    assert runner.model.decoder.lookup is not None  # left as it shipped
 
     monkeypatch.setenv("SHOWDOWN_PROMPT_LOOKUP", "0")
     plain = load_runner("generation", "optimized", "onnxruntime", directory)

@@ -30,7 +30,7 @@ def rows_match(run, a: np.ndarray) -> bool:
     return all(np.array_equal(run(a[:m]), single[:m]) for m in range(2, len(a) + 1))
 
 
-def weight_matmul(bits: int | None, k: int = 576, n: int = 1536) -> bool:
+def weight_matmul(bits: int | None, k: int = 576, n: int = 1536, block: int | None = None) -> bool:
     """A weight MatMul: fp32 (bits None, its weights prepacked) or MatMulNBits with int8 compute."""
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
@@ -39,7 +39,8 @@ def weight_matmul(bits: int | None, k: int = 576, n: int = 1536) -> bool:
     model = helper.make_model(helper.make_graph([helper.make_node("MatMul", ["A", "W"], ["Y"])], "g", *io, [weights]),
                               opset_imports=[helper.make_opsetid("", 17)])
     if bits:
-        quantizer = MatMulNBitsQuantizer(model, block_size=32 if bits == 4 else 16, is_symmetric=False, accuracy_level=4, bits=bits)
+        quantizer = MatMulNBitsQuantizer(model, block_size=block or (32 if bits == 4 else 16), is_symmetric=False,
+                                         accuracy_level=4, bits=bits)
         quantizer.process()
         model = quantizer.model.model
     model.ir_version = 10
@@ -98,6 +99,8 @@ if __name__ == "__main__":
     for label, same in (("fp32 MatMul, constant weights", weight_matmul(None)),
                         ("MatMulNBits 4-bit blocks of 32, int8 compute", weight_matmul(4)),
                         ("MatMulNBits 8-bit blocks of 16, int8 compute", weight_matmul(8)),
+                        ("MatMulNBits 8-bit blocks of 64, int8 compute", weight_matmul(8, block=64)),
+                        ("MatMulNBits 8-bit blocks of 128, int8 compute", weight_matmul(8, block=128)),
                         ("fp32 MatMul of two activations (Q·Kᵀ)", activation_matmul()),
                         ("GroupQueryAttention, 6 new positions after 40", group_query_attention()),
                         ("GroupQueryAttention, the same, each first of a two-position pass", group_query_attention(filler=True))):

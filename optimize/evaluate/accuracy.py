@@ -25,7 +25,7 @@ from models.generation import preprocess as chat_prompt
 from models.runners import Runner, load_runner
 from optimize.evaluate import instructions, reading, squad
 from optimize.evaluate import squad_metrics as evaluate_qa
-from optimize.evaluate.continuations import batched_torch_continuations
+from optimize.evaluate.continuations import batched_torch_continuations, lookup_keeps_texts
 from optimize.evaluate.gates import AgreementBelowGate, AgreementGuard, Gates
 from optimize.evaluate.heldout import PROMPTS
 from optimize.evaluate.intervals import paired_delta, paired_ratio
@@ -209,6 +209,8 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
         metrics["reading_skipped"] = "perplexity over its budget"  # agreement stays ungated (optimize/evaluate/gates.py)
     if rejected or over_budget:
         return metrics
+    if getattr(getattr(runner.model, "decoder", None), "lookup", None) is not None:  # it ships exact lookup
+        metrics.update(lookup_keeps_texts(runner, PROMPTS))
     # the public instruction set through the app's decoding path: shown for every variant, recorded per model
     metrics.update(instructions_against(preset_name, runner, reference_path, load_reference))
     if reads:

@@ -1,6 +1,6 @@
 """Greedy decoding in left-padded batches, for PyTorch decoders: the references the gates compare
 against, the reading and instruction sets' replies, and the teacher's answers that recovery learns
-from all decode the same way."""
+from all decode the same way. And the check that exact prompt lookup keeps an ONNX decoder's text."""
 from __future__ import annotations
 
 import logging
@@ -51,3 +51,22 @@ def batched_torch_continuations(runner: Runner, prompts: list[str], new_tokens: 
     stops = set(stops if isinstance(stops, list) else [stops if stops is not None else runner.tokenizer.eos_token_id])
     pad_id = runner.tokenizer.eos_token_id if runner.tokenizer.eos_token_id is not None else 0
     return greedy_answers(runner.model, runner.tokenizer, prompts, new_tokens, batch_size, stops, pad_id)
+
+
+def lookup_keeps_texts(runner: Runner, prompts: tuple[str, ...], new_tokens: int = 48) -> dict:
+    """Exact prompt lookup promises the same text with drafts as without (models/decoding.py): each prompt decoded
+    both ways on the decoder's own graph, end-of-sequence ignored so that every token counts. A weight kernel
+    that rounds a wider pass differently from a one-row step breaks it (experiments/int8-block-size)."""
+    from models import generation
+
+    decoder = runner.model.decoder
+    lookup, identical = decoder.lookup, 0
+    try:
+        for prompt in prompts:
+            decoder.lookup = None
+            plain = generation.generate(runner, prompt, new_tokens, ignore_eos=True)["text"]
+            decoder.lookup = lookup
+            identical += generation.generate(runner, prompt, new_tokens, ignore_eos=True)["text"] == plain
+    finally:
+        decoder.lookup = lookup
+    return {"lookup_prompts": len(prompts), "lookup_identical": identical}

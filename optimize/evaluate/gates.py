@@ -104,7 +104,17 @@ def promise_of(runtime: str, metrics: dict) -> str:
 
 def failures(task: str, runtime: str, metrics: dict, gates: Gates = Gates()) -> list[str]:
     """The gates `metrics` misses under the variant's promise (empty when all pass, or when
-    nothing could be measured)."""
+    nothing could be measured), and, for a decoder that ships exact prompt lookup, that lookup's own
+    promise: the same text with and without drafts."""
+    missed = _promise_misses(task, runtime, metrics, gates)
+    if metrics.get("lookup_prompts") and metrics["lookup_identical"] < metrics["lookup_prompts"]:
+        changed = metrics["lookup_prompts"] - metrics["lookup_identical"]
+        missed.append(f"prompt lookup changed {changed} of {metrics['lookup_prompts']} held-out texts (exact lookup "
+                      "promises the same text with and without drafts)")
+    return missed
+
+
+def _promise_misses(task: str, runtime: str, metrics: dict, gates: Gates) -> list[str]:
     promise = promise_of(runtime, metrics)
     if promise == "exact":
         return _exact_misses(task, metrics, gates)
@@ -186,6 +196,8 @@ def promise_line(task: str, runtime: str, metrics: dict) -> str:
     if "agreement_pct" in metrics:
         parts.append(f"same {'span' if task == 'qa' else 'greedy token'} "
                      f"on {metrics['agreement_pct']:.1f}%")
+    if metrics.get("lookup_prompts"):
+        parts.append(f"the same text with and without lookup on {metrics['lookup_identical']}/{metrics['lookup_prompts']} prompts")
     return f"{promise}: " + ", ".join(parts) if parts else promise
 
 

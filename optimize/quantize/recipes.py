@@ -73,8 +73,9 @@ def default_recipe(task: str) -> OnnxRecipe:
 
     Generation (SmolLM2): ONNX Runtime GenAI's model builder, whose fused graph (GroupQueryAttention,
     SkipSimplifiedLayerNorm, MatMulNBits) has a tenth of optimum's nodes per decode step. Weight-only
-    INT8 with int8 compute in blocks of 128 (ONNX Runtime's 8-bit kernel runs much faster per byte with
-    long blocks than with 16 on AVX-512 + VNNI; not measured on AVX2: experiments/int8-block-size), after SmoothQuant (α 0.5) of the MLPs and the
+    INT8 with int8 compute in blocks of 64 (ONNX Runtime's 8-bit kernel runs much faster per byte with
+    long blocks than with 16 on AVX-512 + VNNI; not measured on AVX2. 64 is the longest block whose rows it
+    computes the same in a pass of any width, which exact prompt lookup needs: experiments/int8-block-size), after SmoothQuant (α 0.5) of the MLPs and the
     attention, with the attention of the third of layers most sensitive to INT8 kept fp32
     (optimize/prune/sensitivity.py): INT8 everywhere missed the agreement gate, dynamic W8A8 was far
     off, fp32 compute with 8-bit weights was unusably slow.
@@ -82,7 +83,7 @@ def default_recipe(task: str) -> OnnxRecipe:
     MatMuls kept fp32 (they moved the answers most; SmoothQuant made them worse); fp32 is the next
     rung, and the models trained on more data land there when INT8 misses the gates."""
     if task == "generation":
-        return OnnxRecipe(weight_only_bits=8, block_size=128, exporter="genai-builder", smooth_alpha=0.5,
+        return OnnxRecipe(weight_only_bits=8, block_size=64, exporter="genai-builder", smooth_alpha=0.5,
                           smooth_attention=True, fp32_attention_share=1 / 3)
     return OnnxRecipe(per_channel=True, reduce_range=not has_vnni(), keep_fp32=("ffn_output",))
 
