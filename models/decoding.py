@@ -68,6 +68,30 @@ class PromptLookup:
         return []
 
 
+class DraftPacer:
+    """One generation's drafting schedule under `lookup` (its docstring says why): whether this step drafts,
+    how long a draft to ask for, and the back-off after a draft that kept nothing."""
+
+    def __init__(self, lookup: PromptLookup):
+        self.lookup = lookup
+        self.pause, self.wait, self.length = 0, lookup.backoff, lookup.start_tokens  # steps left without drafting; the next pause
+
+    def ready(self) -> bool:
+        """Whether this step may draft; counts a paused step down."""
+        ready = self.pause == 0
+        self.pause = max(self.pause - 1, 0)
+        return ready
+
+    def settle(self, drafted: int, kept: int) -> None:
+        """After a checked draft of `drafted` tokens of which the first `kept` were the model's own."""
+        lookup = self.lookup
+        if kept == 0:
+            self.pause, self.wait, self.length = self.wait, min(2 * self.wait, lookup.max_backoff), lookup.start_tokens
+        else:
+            self.wait = lookup.backoff
+            self.length = min(self.length + 2, lookup.draft_tokens) if kept == drafted else kept + 1
+
+
 DECODING_FILE = "decoding.json"
 
 
@@ -249,12 +273,10 @@ class GreedyDecoder:
         lookup = self.lookup if self.shares_kv_buffer else None
         sequence, generated = input_ids[0].tolist(), []
         stats = {"drafted": 0, "accepted": 0, "passes": 0}
-        pause, wait = 0, lookup.backoff if lookup else 0  # steps left without drafting; the next pause
-        length = lookup.start_tokens if lookup else 0
+        pacer = DraftPacer(lookup) if lookup else None
         while len(generated) < max_new_tokens:
-            drafting = lookup is not None and generated and pause == 0
-            pause = max(pause - 1, 0)
-            draft = lookup.draft(sequence, max_new_tokens - len(generated) - 1, length) if drafting else []
+            drafting = pacer is not None and pacer.ready() and generated
+            draft = lookup.draft(sequence, max_new_tokens - len(generated) - 1, pacer.length) if drafting else []
             step_ids = np.array([[*ids[0].tolist(), *draft]], dtype=np.int64) if draft else ids
             choices = step(step_ids, past_length, len(draft) + 1)
             kept = next((i for i, (drafted, chosen) in enumerate(zip(draft, choices)) if drafted != chosen), len(draft))
@@ -263,11 +285,7 @@ class GreedyDecoder:
                 stats["drafted"] += len(draft)
                 stats["accepted"] += kept
                 stats["passes"] += 1
-                if kept == 0:
-                    pause, wait, length = wait, min(2 * wait, lookup.max_backoff), lookup.start_tokens
-                else:
-                    wait = lookup.backoff
-                    length = min(length + 2, lookup.draft_tokens) if kept == len(draft) else kept + 1
+                pacer.settle(len(draft), kept)
             past_length += ids.shape[1] + kept  # the drafted positions after the first miss are overwritten later
             if not ignore_eos and (stop := next((i for i, t in enumerate(new) if t in self.eos_token_ids), None)) is not None:
                 new = new[: stop + 1]

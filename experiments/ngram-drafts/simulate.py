@@ -15,12 +15,12 @@ speedup is 64 tokens over the passes' total cost against 64 one-position steps.
 
     [EOS_CUT=1] PYTHONPATH=. python experiments/ngram-drafts/simulate.py READING_PROMPTS INSTRUCTION_PROMPTS
 """
-import json, pickle, random, sys, time
+import json, os, pickle, random, sys, time
 from collections import Counter, defaultdict
 from pathlib import Path
-import numpy as np, torch
+import torch
 from transformers import AutoTokenizer
-from models.decoding import OnnxCausalLM, PromptLookup
+from models.decoding import DraftPacer, OnnxCausalLM, PromptLookup
 from models.runners import session_options
 from optimize.bench.run import generation_prompt
 from optimize.evaluate import reading, squad
@@ -57,7 +57,6 @@ else:
     corpus_file.write_bytes(pickle.dumps(corpus))
 
 tables = {n: defaultdict(Counter) for n in (1, 2, 3)}
-import os
 EOS_CUT = os.environ.get("EOS_CUT") == "1"
 END = tok.convert_tokens_to_ids("<|im_end|>")  # the chat turn's end: where the product stops
 for prompt_ids, out in corpus:
@@ -84,14 +83,13 @@ def table_draft(seq, k, min_count, min_share):
 
 COST = {1: 1.0, 2: 1.16, 3: 1.50, 4: 1.58, 5: 1.80, 6: 2.03, 7: 2.2, 8: 2.34, 9: 2.5}
 def simulate(prompt_ids, out, policy):
-    lookup, seq, i, cost, passes, drafted, kept_total = PromptLookup(), list(prompt_ids), 0, 0.0, 0, 0, 0
-    pause, wait, length = 0, lookup.backoff, lookup.start_tokens
+    lookup, seq, i, cost, drafted, kept_total = PromptLookup(), list(prompt_ids), 0, 0.0, 0, 0
+    pacer = DraftPacer(lookup)  # the product decoder's own schedule for prompt drafts
     while i < len(out):
         room = len(out) - i - 1
         draft = []
-        if policy["prompt"] and i > 0 and pause == 0:
-            draft = lookup.draft(seq, room, length)
-        pause = max(pause - 1, 0)
+        if pacer.ready() and policy["prompt"] and i > 0:
+            draft = lookup.draft(seq, room, pacer.length)
         if not draft and policy.get("table") and i > 0 and room > 0:
             draft = table_draft(seq, min(policy["table"], room), policy["min_count"], policy["min_share"])
             from_table = True
@@ -100,10 +98,7 @@ def simulate(prompt_ids, out, policy):
         kept = 0
         while kept < len(draft) and draft[kept] == out[i + kept]: kept += 1
         if draft and not from_table:
-            if kept == 0: pause, wait, length = wait, min(2 * wait, lookup.max_backoff), lookup.start_tokens
-            else:
-                wait = lookup.backoff
-                length = min(length + 2, lookup.draft_tokens) if kept == len(draft) else kept + 1
+            pacer.settle(len(draft), kept)
         cost += COST[len(draft) + 1]; drafted += len(draft); kept_total += kept
         new = out[i:i + kept + 1]; seq += new; i += len(new)
     return len(out) / cost, kept_total, drafted

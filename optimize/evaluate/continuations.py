@@ -56,7 +56,8 @@ def batched_torch_continuations(runner: Runner, prompts: list[str], new_tokens: 
 def lookup_keeps_texts(runner: Runner, prompts: tuple[str, ...], new_tokens: int = 48) -> dict:
     """Exact prompt lookup promises the same text with drafts as without (models/decoding.py): each prompt decoded
     both ways on the decoder's own graph, end-of-sequence ignored so that every token counts. A weight kernel
-    that rounds a wider pass differently from a one-row step breaks it (experiments/int8-block-size)."""
+    that rounds a wider pass differently from a one-row step breaks it (experiments/int8-block-size). Measured at
+    every build, never read from a record: which kernel path a CPU takes decides it."""
     from models import generation
 
     decoder = runner.model.decoder
