@@ -53,26 +53,42 @@ def _status_markdown(showdown: Showdown) -> str:
     return "\n".join(rows)
 
 
-def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Blocks:
-    def building() -> bool:
-        return any(status["status"] == "building" for status in showdown.variants())
+def _building_markdown(showdown: Showdown) -> str:
+    """A line above the tabs while variants build (empty once all are built), naming each and its step."""
+    building = [status for status in showdown.variants() if status["status"] == "building"]
+    if not building:
+        return ""
+    steps = "; ".join(f"{status['task']} / {status['variant']}: {status['detail']}" for status in building)
+    return (f"🟡 **Building {len(building)} variant{'s' if len(building) > 1 else ''} on this machine** ({steps}). "
+            "Built variants answer meanwhile; *Variant status* lists them all.")
 
+
+def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Blocks:
     with gr.Blocks(title="Inference Showdown") as demo:
         gr.Markdown("# Inference Showdown\nOne input; the **baseline**, **optimized**, **pruned** and "
                     "**pruned-optimized** variants answer side by side, each timed live on this machine, "
                     "with its size and its accuracy measured on held-out data.")
         gr.Markdown(machine_markdown(), elem_id="machine")
-        with gr.Accordion("Variant status", open=building()) as status_panel:
+        # Filled by a timer that sends only what changed, never at page load: in gradio 6.17.3 a component updated
+        # while the page mounts (a callable value, a load event), any update of an Accordion, and now and then an
+        # update landing as the visitor switches tabs set the page's tabs measuring themselves on every animation
+        # frame for as long as the page stays open: about a fifth of a core in the visitor's browser, taken from
+        # the models being timed when it runs on the same 2 cores (tests/test_browser.py checks every tab).
+        building_md = gr.Markdown("", elem_id="building")
+        with gr.Accordion("Variant status", open=False):
             status_md = gr.Markdown(_status_markdown(showdown))
-        # open for each visitor while a first start builds, shut once every variant is built (not as the app started)
-        demo.load(lambda: gr.Accordion(open=building()), outputs=status_panel, api_visibility="private", queue=False)
-        timer = gr.Timer(3.0)
-        timer.tick(lambda: _status_markdown(showdown), outputs=status_md, api_visibility="private", queue=False)
+        shown = gr.State(("", _status_markdown(showdown)))  # what this page shows: only a change is sent
+
+        def refresh(before: tuple[str, str]):
+            now = _building_markdown(showdown), _status_markdown(showdown)
+            return (gr.skip(), gr.skip(), before) if now == before else (*now, now)
+
+        gr.Timer(3.0).tick(refresh, shown, [building_md, status_md, shown], api_visibility="private", queue=False)
         qa_tab(showdown)
         generation_tab(showdown)
         your_data_tab(showdown, Limits.from_environment())
         benchmarks_tab(measurer or MeasureHere())
-        with gr.Tab("About"):
+        with gr.Tab("About", render_children=True):
             gr.Markdown(about_text())
         gr.api(showdown.variants, api_name="variants")
         gr.api(api_qa(showdown), api_name="qa")

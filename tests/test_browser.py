@@ -117,18 +117,18 @@ def test_generation_examples_are_shown_and_fill_the_prompt(page):
                            arg=example, timeout=10_000)
 
 
-def test_benchmarks_tab_answers_each_question_in_its_own_sub_tab(page):
-    """The reports, pruning and the comparison with other runtimes each on their own sub-tab: one shown at a
-    time, the measuring button only with the comparison it measures."""
+def test_benchmarks_tab_answers_each_question_in_its_own_section(page):
+    """The reports, pruning and the comparison with other runtimes each in their own section, the QA report
+    open and the others shut; the measuring button sits with the comparison it measures."""
     page.get_by_role("tab", name="Benchmarks").click()
     for label in ("QA report", "Generation report", "Pruning", "Against alternatives"):
-        page.get_by_role("tab", name=label).wait_for(timeout=10_000)
+        page.get_by_role("button", name=label).wait_for(timeout=10_000)
     button = page.get_by_role("button", name="Measure on this machine")
     assert not button.is_visible()
-    page.get_by_role("tab", name="Against alternatives").click()
+    page.get_by_role("button", name="Against alternatives").click()
     button.wait_for(timeout=10_000)
     page.get_by_role("heading", name="Committed").wait_for(timeout=10_000)
-    page.get_by_role("tab", name="QA report").click()
+    page.get_by_role("button", name="Against alternatives").click()
     button.wait_for(state="hidden", timeout=10_000)
 
 
@@ -170,9 +170,9 @@ def test_your_data_tab_scores_an_upload_with_progress_table_chart_and_download(p
     assert page.get_by_text("Traceback").count() == 0
 
 
-def test_the_variant_status_is_open_while_a_variant_builds_and_shut_for_visitors_once_built(browser, built_presets):
-    """The panel is open on a first start, to show the build's progress; a visitor who comes once every
-    variant is built sees the task tabs first, whatever the state when the app started."""
+def test_a_line_above_the_tabs_names_each_building_variant_and_goes_once_built(browser, built_presets):
+    """A first start shows the build's progress above the tabs (the Variant status panel stays shut, as it is
+    never updated from the server: app.py says why); a visitor who comes once every variant is built sees no line."""
     from playwright.sync_api import expect
 
     from models.showdown import Showdown
@@ -183,11 +183,44 @@ def test_the_variant_status_is_open_while_a_variant_builds_and_shut_for_visitors
     with serve_app(showdown) as url:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(url)
-        detail = page.get_by_role("columnheader", name="detail")
-        expect(detail).to_be_visible(timeout=30_000)
-        expect(page.get_by_text("exporting baseline to ONNX")).to_be_visible()
+        line = page.locator("#building")
+        expect(line).to_contain_text("Building 1 variant on this machine", timeout=30_000)
+        expect(line).to_contain_text("qa / optimized: exporting baseline to ONNX")
+        expect(page.get_by_role("columnheader", name="detail")).to_be_hidden()  # the panel stays shut
         showdown.mark_build_done("qa", "optimized")
         page.reload()
         expect(page.get_by_role("button", name="Answer with every variant")).to_be_visible(timeout=30_000)
-        expect(detail).to_be_hidden(timeout=30_000)
+        page.wait_for_timeout(4_000)  # past the first refresh of the line (3 s)
+        expect(line).not_to_contain_text("Building")
         page.close()
+
+
+# requestAnimationFrame calls in 1 s of an idle page: gradio 6.17.3's tabs, once something updates while the page
+# mounts (or an Accordion is updated, or a tab holds tabs), ask for ~1,800 a second for as long as the page is open.
+ANIMATION_FRAMES = """() => new Promise((done) => {
+  let calls = 0;
+  const original = window.requestAnimationFrame;
+  window.requestAnimationFrame = (callback) => { calls += 1; return original(callback); };
+  setTimeout(() => { window.requestAnimationFrame = original; done(calls); }, 1000);
+})"""
+
+
+def test_an_idle_page_asks_for_no_animation_frames_on_any_tab(browser, app_url):
+    """An open page must not take the cores from the models it times (a visitor's browser often runs on them).
+    Gradio 6.17.3 still starts the loop now and then on its own (1 of 24 page visits, measured); the page that
+    started it on every visit fails here, at most one looping visit of three passes."""
+    looping = []
+    for _ in range(3):
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(app_url)
+        page.get_by_role("button", name="Answer with every variant").wait_for(timeout=30_000)
+        page.wait_for_timeout(4_000)  # past the status line's first refresh
+        frames = {"Question answering": page.evaluate(ANIMATION_FRAMES)}
+        for tab in ("Text generation", "Your data", "Benchmarks", "About"):
+            page.get_by_role("tab", name=tab, exact=True).first.click()
+            page.wait_for_timeout(500)
+            frames[tab] = page.evaluate(ANIMATION_FRAMES)
+        page.close()
+        if max(frames.values()) >= 30:  # under one frame in two; the loop makes thousands
+            looping.append(frames)
+    assert len(looping) <= 1, looping

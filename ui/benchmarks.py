@@ -22,19 +22,20 @@ def measure_here_events(measurer: MeasureHere):
 
 
 def benchmarks_tab(measurer: MeasureHere) -> None:
-    """One sub-tab per question a visitor brings (how fast is each task, what did pruning cost, how does it
-    stand against what they would run instead), so that no answer sits under a page of the others."""
-    with gr.Tab("Benchmarks"):
+    """One section per question a visitor brings (how fast is each task, what did pruning cost, how does it
+    stand against what they would run instead), each shut but the first, so that no answer sits under a page of
+    the others."""
+    with gr.Tab("Benchmarks", render_children=True):  # render_children: app.py, BROWSER_LOAD
         gr.Markdown("Measured by `python -m optimize report` and `python -m optimize bench` on the machine named in "
                     "each table: latency p50/p95, speedup vs baseline, size on disk, held-out accuracy.")
-        with gr.Tabs():
-            for task, label in (("qa", "QA report"), ("generation", "Generation report")):
-                with gr.Tab(label):
-                    _report(task)
-            with gr.Tab("Pruning"):
-                gr.Markdown(pruning_markdown())
-            with gr.Tab("Against alternatives"):
-                _against_alternatives(measurer)
+        # sections, not sub-tabs: gradio 6.17.3's tabs inside a tab loop on animation frames (app.py)
+        for task, label in (("qa", "QA report"), ("generation", "Generation report")):
+            with gr.Accordion(label, open=task == "qa"):
+                _report(task)
+        with gr.Accordion("Pruning", open=False):
+            gr.Markdown(pruning_markdown())
+        with gr.Accordion("Against alternatives", open=False):
+            _against_alternatives(measurer)
 
 
 def _report(task: str) -> None:

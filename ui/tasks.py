@@ -3,6 +3,8 @@ charts; a click times every chosen variant as the median of three calls on the s
 untimed warm-up call."""
 from __future__ import annotations
 
+import time
+
 import gradio as gr
 import pandas as pd
 
@@ -13,6 +15,11 @@ from ui.columns import chart_tops, check, fresh_history, preset_picker, qa_answe
 from ui.runs import kept_runs_outputs, kept_runs_row
 
 USER_ERRORS = (InputError, VariantUnavailable)
+# BROWSER_LOAD: a visitor's browser on the same 2 cores takes them from the models being timed. Gradio's animated
+# progress overlay and a redraw on every generated token had it use ~0.6 of a core and halved the tokens/s shown,
+# so the task buttons show no overlay (their columns say what runs) and the text grows at most this often.
+STREAM_INTERVAL_S = 0.25
+UNCHANGED = [gr.skip()] * 6  # the history and charts, the kept runs: written once, at the end
 SEED_CONTEXT = ("The first little pig was very lazy. He didn't want to work at all and he built his house out of "
                 "straw. The second little pig worked a little bit harder but he was somewhat lazy too and he built "
                 "his house out of sticks. Then, they sang and danced and played together the rest of the day.")
@@ -35,6 +42,7 @@ def qa_tab(showdown: Showdown) -> None:
         chosen = check(validate, question, context, selected=selected)
         showdown_here = using(showdown, "qa", preset)
         answers, stats, results = {v: gr.update() for v in VARIANTS}, {v: gr.update() for v in VARIANTS}, {}
+        yield [*answers.values(), *(stats | {v: "timing…" for v in chosen}).values(), *UNCHANGED]  # shown while it works
         for variant, result in showdown_here.compare(context, question, chosen, bool(allow_no_answer)).items():
             if "error" in result:
                 answers[variant], stats[variant] = "", f"⚠️ {result['error']}"
@@ -42,9 +50,9 @@ def qa_tab(showdown: Showdown) -> None:
                 results[variant], answers[variant] = result, qa_answer_text(result)
         charts = record(showdown_here, "qa", results, stats, history)  # fills `stats` first
         kept = kept_runs_outputs(runs, showdown_here.preset("qa").name, question, results, "qa")
-        return [*answers.values(), *stats.values(), *charts, *kept]
+        yield [*answers.values(), *stats.values(), *charts, *kept]
 
-    with gr.Tab("Question answering"):
+    with gr.Tab("Question answering", render_children=True):
         with gr.Row():
             context = gr.Textbox(label="Context", lines=8, value=SEED_CONTEXT, scale=3)
             with gr.Column(scale=2):
@@ -62,7 +70,7 @@ def qa_tab(showdown: Showdown) -> None:
         qa_preset.change(fresh_history, None, [qa_history, *qa_charts], api_visibility="private")
         qa_button.click(answer_click, [context, question, qa_selected, allow_no_answer, qa_history, qa_runs, qa_preset],
                         [*qa_answers, *qa_stats, qa_history, *qa_charts, qa_runs, qa_download, qa_table],
-                        api_visibility="private"
+                        api_visibility="private", show_progress="hidden"  # its own "timing…" (BROWSER_LOAD)
                         ).then(chart_tops, qa_history, qa_charts, queue=False, api_visibility="private")
 
 
@@ -73,22 +81,24 @@ def generation_tab(showdown: Showdown) -> None:
         chosen = check(validate, prompt, max_new_tokens, selected=selected)
         showdown_here = using(showdown, "generation", preset)
         texts, stats, results = {v: gr.update() for v in VARIANTS}, {v: gr.update() for v in VARIANTS}, {}
-        unchanged = [gr.skip()] * 6  # the history and charts, the kept runs: once at the end
         for variant in showdown.run_order(chosen):
             texts[variant], stats[variant] = "", "generating…"
             try:
+                shown = 0.0
                 for update in showdown_here.stream(prompt, variant, max_new_tokens, warm_up=True):
                     texts[variant] = update.text
                     if update.done:
                         results[variant] = update.result
-                    yield [*texts.values(), *stats.values(), *unchanged]  # not the charts on every token
+                    if update.done or time.perf_counter() - shown >= STREAM_INTERVAL_S:
+                        shown = time.perf_counter()
+                        yield [*texts.values(), *stats.values(), *UNCHANGED]  # not the charts on every token
             except USER_ERRORS as error:
                 stats[variant] = f"⚠️ {error}"
         charts = record(showdown_here, "generation", results, stats, history)  # fills `stats` first
         kept = kept_runs_outputs(runs, showdown_here.preset("generation").name, prompt, results, "generation")
         yield [*texts.values(), *stats.values(), *charts, *kept]
 
-    with gr.Tab("Text generation"):
+    with gr.Tab("Text generation", render_children=True):
         with gr.Row():
             prompt = gr.Textbox(label="Prompt", lines=3, value=GENERATION_EXAMPLES[0][0], scale=3)
             with gr.Column(scale=2):
@@ -104,5 +114,5 @@ def generation_tab(showdown: Showdown) -> None:
         gen_preset.change(fresh_history, None, [gen_history, *gen_charts], api_visibility="private")
         gen_button.click(generate_click, [prompt, max_new_tokens, gen_selected, gen_history, gen_runs, gen_preset],
                          [*gen_texts, *gen_stats, gen_history, *gen_charts, gen_runs, gen_download, gen_table],
-                         api_visibility="private"
+                         api_visibility="private", show_progress="hidden"  # the texts grow instead (BROWSER_LOAD)
                          ).then(chart_tops, gen_history, gen_charts, queue=False, api_visibility="private")

@@ -22,7 +22,7 @@ EXAMPLE_CSV = ("context,question,answer\n"
 
 
 def your_data_tab(showdown: Showdown, limits: Limits) -> None:
-    with gr.Tab("Your data"):
+    with gr.Tab("Your data", render_children=True):
         gr.Markdown(f"Score the variants on **your** questions: upload a {FORMATS} — an empty answer means "
                     f"\"no answer\" — or paste CSV / JSONL below. This Space takes {limits.text()}. Each variant "
                     "answers every question on this machine, one question at a time (other visitors keep their "
