@@ -72,8 +72,8 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
         # Filled by a timer that sends only what changed, never at page load: in gradio 6.17.3 a component updated
         # while the page mounts (a callable value, a load event), any update of an Accordion, and now and then an
         # update landing as the visitor switches tabs set the page's tabs measuring themselves on every animation
-        # frame for as long as the page stays open: about a fifth of a core in the visitor's browser, taken from
-        # the models being timed when it runs on the same 2 cores (tests/test_browser.py checks every tab).
+        # frame for as long as the page stays open, in the visitor's browser, which takes it from the models being
+        # timed when it runs on the same 2 cores (experiments/app-timing; tests/test_browser.py checks every tab).
         building_md = gr.Markdown("", elem_id="building")
         with gr.Accordion("Variant status", open=False):
             status_md = gr.Markdown(_status_markdown(showdown))

@@ -207,7 +207,7 @@ ANIMATION_FRAMES = """() => new Promise((done) => {
 
 def test_an_idle_page_asks_for_no_animation_frames_on_any_tab(browser, app_url):
     """An open page must not take the cores from the models it times (a visitor's browser often runs on them).
-    Gradio 6.17.3 still starts the loop now and then on its own (1 of 24 page visits, measured); the page that
+    Gradio 6.17.3 still starts the loop now and then on its own (1 of 36 page visits, measured); the page that
     started it on every visit fails here, at most one looping visit of three passes."""
     looping = []
     for _ in range(3):

@@ -15,11 +15,10 @@ from ui.columns import chart_tops, check, fresh_history, preset_picker, qa_answe
 from ui.runs import kept_runs_outputs, kept_runs_row
 
 USER_ERRORS = (InputError, VariantUnavailable)
-# BROWSER_LOAD: a visitor's browser on the same 2 cores takes them from the models being timed. Gradio's animated
-# progress overlay and a redraw on every generated token had it use ~0.6 of a core and halved the tokens/s shown,
-# so the task buttons show no overlay (their columns say what runs) and the text grows at most this often.
+# BROWSER_LOAD: a visitor's browser on the same 2 cores takes them from the models being timed; gradio's animated
+# progress overlay and a redraw on every generated token made it take the most (experiments/app-timing), so the task
+# buttons show no overlay (their columns say what runs) and the text grows at most this often.
 STREAM_INTERVAL_S = 0.25
-UNCHANGED = [gr.skip()] * 6  # the history and charts, the kept runs: written once, at the end
 SEED_CONTEXT = ("The first little pig was very lazy. He didn't want to work at all and he built his house out of "
                 "straw. The second little pig worked a little bit harder but he was somewhat lazy too and he built "
                 "his house out of sticks. Then, they sang and danced and played together the rest of the day.")
@@ -35,6 +34,11 @@ GENERATION_EXAMPLES = [
 ]
 
 
+def unchanged() -> list[dict]:
+    """The history and charts, the kept runs: written once, at the end (fresh updates: gradio may edit them)."""
+    return [gr.skip() for _ in range(6)]
+
+
 def qa_tab(showdown: Showdown) -> None:
     def answer_click(context: str, question: str, selected: list[str], allow_no_answer: bool, history: pd.DataFrame,
                      runs: list[dict], preset: str | None = None):
@@ -42,7 +46,7 @@ def qa_tab(showdown: Showdown) -> None:
         chosen = check(validate, question, context, selected=selected)
         showdown_here = using(showdown, "qa", preset)
         answers, stats, results = {v: gr.update() for v in VARIANTS}, {v: gr.update() for v in VARIANTS}, {}
-        yield [*answers.values(), *(stats | {v: "timing…" for v in chosen}).values(), *UNCHANGED]  # shown while it works
+        yield [*answers.values(), *(stats | {v: "timing…" for v in chosen}).values(), *unchanged()]  # shown while it works
         for variant, result in showdown_here.compare(context, question, chosen, bool(allow_no_answer)).items():
             if "error" in result:
                 answers[variant], stats[variant] = "", f"⚠️ {result['error']}"
@@ -91,7 +95,7 @@ def generation_tab(showdown: Showdown) -> None:
                         results[variant] = update.result
                     if update.done or time.perf_counter() - shown >= STREAM_INTERVAL_S:
                         shown = time.perf_counter()
-                        yield [*texts.values(), *stats.values(), *UNCHANGED]  # not the charts on every token
+                        yield [*texts.values(), *stats.values(), *unchanged()]  # not the charts on every token
             except USER_ERRORS as error:
                 stats[variant] = f"⚠️ {error}"
         charts = record(showdown_here, "generation", results, stats, history)  # fills `stats` first
