@@ -23,6 +23,7 @@ from models.your_data import Limits
 from optimize.first_start import start_background_build
 from ui.about import about_text
 from ui.benchmarks import benchmarks_tab
+from ui.columns import page_tab
 from ui.tasks import GENERATION_EXAMPLES, QA_EXAMPLES, SEED_CONTEXT, generation_tab, qa_tab  # noqa: F401 - the app's examples
 from ui.your_data import your_data_tab
 
@@ -44,23 +45,29 @@ def machine_markdown(reference: Path = REPORTS_DIR / "qa.json") -> str:
     return text
 
 
-def _status_markdown(showdown: Showdown) -> str:
+def _status_markdown(statuses: list[dict]) -> str:
     icons = {"ready": "🟢", "building": "🟡", "unavailable": "⚪"}
     rows = ["| task | variant | status | detail |", "|---|---|---|---|"]
-    for status in showdown.variants():
+    for status in statuses:
         rows.append(f"| {status['task']} | {status['variant']} | {icons[status['status']]} {status['status']} | "
                     f"{status['detail']} |")
     return "\n".join(rows)
 
 
-def _building_markdown(showdown: Showdown) -> str:
+def _building_markdown(statuses: list[dict]) -> str:
     """A line above the tabs while variants build (empty once all are built), naming each and its step."""
-    building = [status for status in showdown.variants() if status["status"] == "building"]
+    building = [status for status in statuses if status["status"] == "building"]
     if not building:
         return ""
     steps = "; ".join(f"{status['task']} / {status['variant']}: {status['detail']}" for status in building)
     return (f"🟡 **Building {len(building)} variant{'s' if len(building) > 1 else ''} on this machine** ({steps}). "
             "Built variants answer meanwhile; *Variant status* lists them all.")
+
+
+def _status_texts(showdown: Showdown) -> tuple[str, str]:
+    """The building line and the status table, from one read of every variant's state (files, records)."""
+    statuses = showdown.variants()
+    return _building_markdown(statuses), _status_markdown(statuses)
 
 
 def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Blocks:
@@ -74,13 +81,14 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
         # update landing as the visitor switches tabs set the page's tabs measuring themselves on every animation
         # frame for as long as the page stays open, in the visitor's browser, which takes it from the models being
         # timed when it runs on the same 2 cores (experiments/app-timing; tests/test_browser.py checks every tab).
-        building_md = gr.Markdown("", elem_id="building")
+        at_start = ("", _status_texts(showdown)[1])  # no building line baked in: it would stay for later visitors
+        building_md = gr.Markdown(at_start[0], elem_id="building")
         with gr.Accordion("Variant status", open=False):
-            status_md = gr.Markdown(_status_markdown(showdown))
-        shown = gr.State(("", _status_markdown(showdown)))  # what this page shows: only a change is sent
+            status_md = gr.Markdown(at_start[1])
+        shown = gr.State(at_start)  # what this page shows: only a change is sent
 
         def refresh(before: tuple[str, str]):
-            now = _building_markdown(showdown), _status_markdown(showdown)
+            now = _status_texts(showdown)
             return (gr.skip(), gr.skip(), before) if now == before else (*now, now)
 
         gr.Timer(3.0).tick(refresh, shown, [building_md, status_md, shown], api_visibility="private", queue=False)
@@ -88,7 +96,7 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
         generation_tab(showdown)
         your_data_tab(showdown, Limits.from_environment())
         benchmarks_tab(measurer or MeasureHere())
-        with gr.Tab("About", render_children=True):
+        with page_tab("About"):
             gr.Markdown(about_text())
         gr.api(showdown.variants, api_name="variants")
         gr.api(api_qa(showdown), api_name="qa")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from models.reports import MeasureHere, bench_markdown, load_length_table, load_report_table, pruning_markdown, report_chart
+from ui.columns import page_tab
 
 
 def measure_here_events(measurer: MeasureHere):
@@ -25,10 +26,10 @@ def benchmarks_tab(measurer: MeasureHere) -> None:
     """One section per question a visitor brings (how fast is each task, what did pruning cost, how does it
     stand against what they would run instead), each shut but the first, so that no answer sits under a page of
     the others."""
-    with gr.Tab("Benchmarks", render_children=True):  # render_children: app.py, BROWSER_LOAD
+    with page_tab("Benchmarks"):
         gr.Markdown("Measured by `python -m optimize report` and `python -m optimize bench` on the machine named in "
                     "each table: latency p50/p95, speedup vs baseline, size on disk, held-out accuracy.")
-        # sections, not sub-tabs: gradio 6.17.3's tabs inside a tab loop on animation frames (app.py)
+        # sections, not sub-tabs: gradio 6.17.3's tabs inside a tab loop on animation frames (ui.columns.page_tab)
         for task, label in (("qa", "QA report"), ("generation", "Generation report")):
             with gr.Accordion(label, open=task == "qa"):
                 _report(task)

@@ -16,6 +16,13 @@ CHART_MEASURES = {"qa": ("latency", "ms"), "generation": ("decoding time", "ms p
 WAIT_SHOWN_MS = 1.0  # taking a free turn costs microseconds; more means another request computed
 
 
+def page_tab(label: str) -> gr.Tab:
+    """A top-level tab whose children render when the page loads, not on its first visit: in gradio 6.17.3 tabs
+    not yet rendered now and then set the tab bar measuring itself on every animation frame for as long as the
+    page stays open, which a browser on the same cores takes from the models being timed (experiments/app-timing)."""
+    return gr.Tab(label, render_children=True)
+
+
 def empty_history() -> pd.DataFrame:
     return pd.DataFrame({"run": pd.Series(dtype="int64"), "variant": pd.Series(dtype="str"),
                          "latency_ms": pd.Series(dtype="float64")})

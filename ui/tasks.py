@@ -11,7 +11,8 @@ import pandas as pd
 from models.catalog import VARIANTS
 from models.errors import InputError, VariantUnavailable
 from models.showdown import Showdown
-from ui.columns import chart_tops, check, fresh_history, preset_picker, qa_answer_text, record, using, variant_columns
+from ui.columns import (chart_tops, check, fresh_history, page_tab, preset_picker, qa_answer_text, record, using,
+                        variant_columns)
 from ui.runs import kept_runs_outputs, kept_runs_row
 
 USER_ERRORS = (InputError, VariantUnavailable)
@@ -56,7 +57,7 @@ def qa_tab(showdown: Showdown) -> None:
         kept = kept_runs_outputs(runs, showdown_here.preset("qa").name, question, results, "qa")
         yield [*answers.values(), *stats.values(), *charts, *kept]
 
-    with gr.Tab("Question answering", render_children=True):
+    with page_tab("Question answering"):
         with gr.Row():
             context = gr.Textbox(label="Context", lines=8, value=SEED_CONTEXT, scale=3)
             with gr.Column(scale=2):
@@ -102,7 +103,7 @@ def generation_tab(showdown: Showdown) -> None:
         kept = kept_runs_outputs(runs, showdown_here.preset("generation").name, prompt, results, "generation")
         yield [*texts.values(), *stats.values(), *charts, *kept]
 
-    with gr.Tab("Text generation", render_children=True):
+    with page_tab("Text generation"):
         with gr.Row():
             prompt = gr.Textbox(label="Prompt", lines=3, value=GENERATION_EXAMPLES[0][0], scale=3)
             with gr.Column(scale=2):

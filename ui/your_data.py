@@ -14,6 +14,7 @@ from models.catalog import VARIANT_COLORS, VARIANTS
 from models.errors import InputError, VariantUnavailable
 from models.showdown import Showdown
 from models.your_data import FORMATS, Limits, read_file, read_rows, rows_csv, score, summary_markdown
+from ui.columns import page_tab
 
 USER_ERRORS = (InputError, VariantUnavailable)
 EXAMPLE_CSV = ("context,question,answer\n"
@@ -22,7 +23,7 @@ EXAMPLE_CSV = ("context,question,answer\n"
 
 
 def your_data_tab(showdown: Showdown, limits: Limits) -> None:
-    with gr.Tab("Your data", render_children=True):
+    with page_tab("Your data"):
         gr.Markdown(f"Score the variants on **your** questions: upload a {FORMATS} — an empty answer means "
                     f"\"no answer\" — or paste CSV / JSONL below. This Space takes {limits.text()}. Each variant "
                     "answers every question on this machine, one question at a time (other visitors keep their "
