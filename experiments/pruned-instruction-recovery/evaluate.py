@@ -1,6 +1,7 @@
 """Validation measures of RULE.md for the baseline, the shipped `pruned` (step 0) and each snapshot of
-`distil.py`, then the rule's choice. Each model's result is kept in WORK/eval-<name>.json, so a stopped run
-measures only what is missing. Reads no test set.
+`distil.py` (or of ../pruned-instruction-recovery-long/distil_long.py, given its WORK), then the rule's
+choice. Each model's result is kept in WORK/eval-<name>.json, so a stopped run measures only what is
+missing. Reads no test set.
 
 Usage: PYTHONPATH=. python experiments/pruned-instruction-recovery/evaluate.py [WORK]
 """
@@ -61,8 +62,9 @@ def snapshot_model(student, snapshot: Path):
     """The shipped `pruned` with the snapshot's adapters and norm gains, merged."""
     from optimize.train import recover_decoder as recover
 
-    recover.add_lora(student, CONFIG.rank, CONFIG.alpha)
-    trained = torch.load(snapshot, weights_only=False)["params"]
+    saved = torch.load(snapshot, weights_only=False)
+    recover.add_lora(student, saved.get("rank", CONFIG.rank), saved.get("alpha", CONFIG.alpha))  # the long round's rank
+    trained = saved["params"]
     parameters = dict(student.named_parameters())
     with torch.no_grad():
         for name, value in trained.items():
