@@ -14,7 +14,6 @@ Usage: PYTHONPATH=. nice -n 5 python experiments/pruned-instruction-recovery-lon
 """
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import random
@@ -29,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "experiments" / "pruned-instruction-recovery"))
 
-from distil import load_baseline, load_pruned  # noqa: E402
+import distil  # noqa: E402
 from optimize.train.recover_decoder import DecoderRecoveryConfig  # noqa: E402
 
 WORK = REPO / "artifacts" / "instruction-recovery-long"
@@ -110,41 +109,5 @@ def teacher_data(tokenizer, teacher, work: Path) -> list[torch.Tensor]:
     return chats + readings + plain
 
 
-def train(work: Path, stop_after: int | None) -> None:
-    from optimize.train import recover_decoder as recover
-
-    torch.set_num_threads(CONFIG.threads)
-    torch.manual_seed(CONFIG.seed)
-    checkpoint = work / "checkpoint.pt"
-    done = int(torch.load(checkpoint, weights_only=False, mmap=True)["step"]) if checkpoint.exists() else 0
-    if done >= CONFIG.steps:
-        return
-    tokenizer, teacher = load_baseline()
-    texts = teacher_data(tokenizer, teacher, work)
-    student = load_pruned()
-    recover.add_lora(student, CONFIG.rank, CONFIG.alpha)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    budget = stop_after
-    while done < CONFIG.steps and (budget is None or budget > 0):
-        chunk = SNAPSHOT_EVERY - done % SNAPSHOT_EVERY
-        chunk = min(chunk, budget) if budget is not None else chunk
-        losses = recover.recover(student, teacher, texts, pad_id, CONFIG, checkpoint=checkpoint, stop_after=chunk)
-        done = len(losses)
-        budget = None if budget is None else budget - chunk
-        if done % SNAPSHOT_EVERY == 0:
-            trained = {n: p.detach().clone() for n, p in student.named_parameters() if p.requires_grad}
-            kl = sum(losses[-50:]) / 50
-            torch.save({"step": done, "params": trained, "kl_last_50": kl, "rank": CONFIG.rank,
-                        "alpha": CONFIG.alpha}, work / f"snapshot-{done}.pt")
-            log.info("snapshot at step %d: KL over the last 50 steps %.4f", done, kl)
-
-
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("work", type=Path, nargs="?", default=WORK)
-    parser.add_argument("--stop-after", type=int, default=None, help="steps of this run (the next run continues)")
-    args = parser.parse_args()
-    args.work.mkdir(parents=True, exist_ok=True)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
-                        handlers=[logging.FileHandler(args.work / "distil.log"), logging.StreamHandler()])
-    train(args.work, args.stop_after)
+    distil.main(lambda work, stop_after: distil.train(work, stop_after, CONFIG, SNAPSHOT_EVERY, teacher_data), WORK)

@@ -95,40 +95,49 @@ def teacher_data(tokenizer, teacher, work: Path) -> list[torch.Tensor]:
     return texts
 
 
-def train(work: Path, stop_after: int | None) -> None:
+def train(work: Path, stop_after: int | None, config: DecoderRecoveryConfig = CONFIG,
+          snapshot_every: int = SNAPSHOT_EVERY, data=None) -> None:
+    """Recover with `config` on `data(tokenizer, teacher, work)` (this round's mix by default), snapshotting the
+    adapters every `snapshot_every` steps; the long round (../pruned-instruction-recovery-long) passes its own."""
     from optimize.train import recover_decoder as recover
 
-    torch.set_num_threads(CONFIG.threads)
-    torch.manual_seed(CONFIG.seed)
+    torch.set_num_threads(config.threads)
+    torch.manual_seed(config.seed)
     checkpoint = work / "checkpoint.pt"
     done = int(torch.load(checkpoint, weights_only=False, mmap=True)["step"]) if checkpoint.exists() else 0
-    if done >= CONFIG.steps:
+    if done >= config.steps:
         return
     tokenizer, teacher = load_baseline()
+    texts = (data or teacher_data)(tokenizer, teacher, work)
     student = load_pruned()
-    texts = teacher_data(tokenizer, teacher, work)
-    recover.add_lora(student, CONFIG.rank, CONFIG.alpha)
+    recover.add_lora(student, config.rank, config.alpha)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     budget = stop_after
-    while done < CONFIG.steps and (budget is None or budget > 0):
-        chunk = SNAPSHOT_EVERY - done % SNAPSHOT_EVERY
+    while done < config.steps and (budget is None or budget > 0):
+        chunk = snapshot_every - done % snapshot_every
         chunk = min(chunk, budget) if budget is not None else chunk
-        losses = recover.recover(student, teacher, texts, pad_id, CONFIG, checkpoint=checkpoint, stop_after=chunk)
+        losses = recover.recover(student, teacher, texts, pad_id, config, checkpoint=checkpoint, stop_after=chunk)
         done = len(losses)
         budget = None if budget is None else budget - chunk
-        if done % SNAPSHOT_EVERY == 0:
+        if done % snapshot_every == 0:
             trained = {n: p.detach().clone() for n, p in student.named_parameters() if p.requires_grad}
-            torch.save({"step": done, "params": trained, "kl_last_50": sum(losses[-50:]) / 50}, work / f"snapshot-{done}.pt")
-            log.info("snapshot at step %d: KL over the last 50 steps %.4f", done, sum(losses[-50:]) / 50)
+            kl = sum(losses[-50:]) / 50
+            torch.save({"step": done, "params": trained, "kl_last_50": kl, "rank": config.rank, "alpha": config.alpha},
+                       work / f"snapshot-{done}.pt")
+            log.info("snapshot at step %d: KL over the last 50 steps %.4f", done, kl)
 
 
-if __name__ == "__main__":
+def main(train_round, default_work: Path = WORK) -> None:
+    """The command line of both rounds: `train_round(work, stop_after)` with a log in WORK/distil.log."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("work", type=Path, nargs="?", default=WORK)
+    parser.add_argument("work", type=Path, nargs="?", default=default_work)
     parser.add_argument("--stop-after", type=int, default=None, help="steps of this run (the next run continues)")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(args.work / "distil.log")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
-                        handlers=[handler, logging.StreamHandler()])
-    train(args.work, args.stop_after)
+                        handlers=[logging.FileHandler(args.work / "distil.log"), logging.StreamHandler()])
+    train_round(args.work, args.stop_after)
+
+
+if __name__ == "__main__":
+    main(train)
