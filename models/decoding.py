@@ -143,6 +143,7 @@ class GreedyDecoder:
         self.wide_steps = filled  # every attention pass ≥ 2 rows wide (the filled graph): lookup then keeps the text exactly
         self._filled_factory, self._filled = filled_session, None  # the filled graph's session, made on first use
         self.last_lookup = {"drafted": 0, "accepted": 0, "passes": 0}  # of the last generate() with lookup on
+        self.last_cached_prompt_tokens = 0  # of the last generate(): the template prefix read from its cache
 
     def _bind(self, binding, ids: np.ndarray, past, past_length: int, logits_kept: int) -> None:
         binding.clear_binding_inputs()
@@ -268,6 +269,7 @@ class GreedyDecoder:
         else:
             copying = self._copying_steps()
             step = lambda ids, past_length, keep=1: [copying(ids, past_length)]  # noqa: E731
+        self.last_cached_prompt_tokens = past_length
         if streamer is not None:
             streamer.put(input_ids)
         lookup = self.lookup if self.shares_kv_buffer else None
@@ -322,6 +324,7 @@ class OnnxCausalLM:
         eos = set(configured if isinstance(configured, list) else [configured] if configured is not None else [])
         shape = AutoConfig.from_pretrained(path)  # maps each family's names (GPT-2's n_head) to the common ones
         heads = shape.num_attention_heads
+        self.max_positions: int | None = getattr(shape, "max_position_embeddings", None)  # the rotary cache's rows
         self.decoder = GreedyDecoder(self.session, eos, kv_heads=getattr(shape, "num_key_value_heads", None) or heads,
                                      head_dim=getattr(shape, "head_dim", None) or shape.hidden_size // heads,
                                      shares_kv_buffer=shares_kv_buffer, filled=filled,

@@ -14,6 +14,7 @@ import torch
 from models.errors import InputError
 
 MAX_PROMPT_CHARS = 4_000
+MAX_PROMPT_TOKENS = 2_048  # a demo's prompt: a longer prefill would hold every other visitor's click
 MAX_NEW_TOKENS = 256
 
 
@@ -40,6 +41,19 @@ def validate(prompt: str, max_new_tokens: int) -> tuple[str, int]:
     if not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
         raise InputError(f"max_new_tokens must be between 1 and {MAX_NEW_TOKENS}.")
     return prompt, max_new_tokens
+
+
+def check_length(runner, prompt_tokens: int, max_new_tokens: int) -> None:
+    """Characters do not bound tokens (4,000 CJK characters are ~12,000 SmolLM2 tokens): refuse a prompt the
+    model cannot read whole, with its new tokens and the drafts prompt lookup checks past them."""
+    if prompt_tokens > MAX_PROMPT_TOKENS:
+        raise InputError(f"The prompt is too long ({prompt_tokens:,} tokens with the chat template; at most "
+                         f"{MAX_PROMPT_TOKENS:,}).")
+    lookup = getattr(getattr(runner.model, "decoder", None), "lookup", None)
+    needed = prompt_tokens + max_new_tokens + (lookup.draft_tokens if lookup else 0)
+    if runner.context_length and needed > runner.context_length:
+        raise InputError(f"The prompt is {prompt_tokens:,} tokens with the chat template, and {runner.variant} reads at "
+                         f"most {runner.context_length:,} positions: shorten it or ask for fewer new tokens.")
 
 
 def preprocess(tokenizer, prompt: str) -> torch.Tensor:
@@ -82,6 +96,7 @@ def stream(runner, prompt: str, max_new_tokens: int = 64, ignore_eos: bool = Fal
     tokenizer = runner.tokenizer
     started = time.perf_counter()
     input_ids = preprocess(tokenizer, prompt)
+    check_length(runner, int(input_ids.shape[1]), max_new_tokens)
     tokenized = time.perf_counter()
     streamer = _TimedStreamer()
     failure: list[BaseException] = []
@@ -111,6 +126,8 @@ def stream(runner, prompt: str, max_new_tokens: int = 64, ignore_eos: bool = Fal
     worker.join()
     if failure:
         raise failure[0]
+    # ONNX decoders read the chat template's start from a cache: the prompt speed counts the tokens computed
+    cached = getattr(getattr(runner.model, "decoder", None), "last_cached_prompt_tokens", 0)
     finished_model = stamps[-1] if stamps else time.perf_counter()
     post_started = time.perf_counter()
     text = tokenizer.decode(new_ids, skip_special_tokens=True)
@@ -122,7 +139,8 @@ def stream(runner, prompt: str, max_new_tokens: int = 64, ignore_eos: bool = Fal
         "prompt_tokens": int(input_ids.shape[1]),
         "ttft_ms": 1e3 * (stamps[0] - tokenized) if stamps else 0.0,
         "tokens_per_s": len(new_ids) / (model_ms / 1e3) if model_ms > 0 else 0.0,
-        **phase_speeds(int(input_ids.shape[1]), tokenized, stamps, counts),
+        "cached_prompt_tokens": cached,
+        **phase_speeds(int(input_ids.shape[1]) - cached, tokenized, stamps, counts),
         **draft_stats(runner),
         "latency_ms": {
             "tokenize": 1e3 * (tokenized - started),
@@ -136,8 +154,8 @@ def stream(runner, prompt: str, max_new_tokens: int = 64, ignore_eos: bool = Fal
 
 def phase_speeds(prompt_tokens: int, tokenized: float, stamps: list[float], counts: list[int] | None = None
                  ) -> dict[str, float]:
-    """Prompt processing and decoding apart: the first token's wait is the prefill (the whole prompt
-    in one pass), every later token is decoding (`counts`: tokens per stamp, several where a draft was
+    """Prompt processing and decoding apart: the first token's wait is the prefill (`prompt_tokens`, the ones
+    computed, in one pass), every later token is decoding (`counts`: tokens per stamp, several where a draft was
     kept). A speed over both mixes a prompt-bound and a bandwidth-bound phase, and one over different
     token counts is not a comparison."""
     counts = counts or [1] * len(stamps)

@@ -58,6 +58,14 @@ class Runner:
         """Where the model runs: "cpu" or "cuda" (the API's responses say it)."""
         return self.model.device.type if self.runtime == "torch" else self.model.device
 
+    @property
+    def context_length(self) -> int | None:
+        """Positions the model can read, prompt and new tokens together (None: not stated): past them GPT-2's
+        position table and the model builder's rotary cache fail mid-generation."""
+        if self.runtime == "torch":
+            return getattr(self.model.config, "max_position_embeddings", None)
+        return getattr(self.model, "max_positions", None)
+
     def qa_logits(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Start and end logits, float32 [windows, tokens]."""
         if self.runtime == "torch":

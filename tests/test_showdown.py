@@ -157,3 +157,34 @@ def test_equal_length_timing_writes_exactly_the_tokens_asked(built_presets, vari
     assert timed["new_tokens"] == 9 and timed["decode_tokens_per_s"] > 0
     warmed = showdown.generate("Say hello", variant, 3, warm_up=True)
     assert warmed["timing"] == "after one untimed warm-up call" and warmed["new_tokens"] <= 3
+
+
+@pytest.mark.parametrize("variant", ["baseline", "optimized"])
+def test_a_prompt_longer_than_the_model_reads_is_refused_with_a_message(built_presets, variant):
+    """Characters do not bound tokens: past the model's positions GPT-2's table and the model builder's
+    rotary cache fail mid-generation, so such a prompt is refused before any token, in both runtimes."""
+    from models.errors import InputError
+
+    showdown = Showdown(presets=dict(built_presets))
+    with pytest.raises(InputError, match="reads at most 512 positions"):
+        showdown.generate("word " * 500, variant, 16)
+    with pytest.raises(InputError, match="at most 2,048"):
+        showdown.generate("漢" * 3000, variant, 16)  # 3,000 characters, one token each
+    assert showdown.generate("word " * 400, variant, 16)["new_tokens"] >= 1  # 400 + template + 16 fit in 512
+
+
+def test_the_prompt_speed_counts_only_the_prompt_tokens_computed(built_presets):
+    """ONNX decoders sharing one KV buffer read the chat template's start from a cache: their prompt speed
+    divides the tokens they computed, not the whole prompt, so it compares with PyTorch's."""
+    from models import generation
+
+    showdown = Showdown(presets=dict(built_presets))
+    for variant in ("baseline", "optimized"):
+        runner = showdown.runner("generation", variant)
+        result = generation.generate(runner, "Say hello to the reader", 4)
+        decoder = getattr(runner.model, "decoder", None)
+        caches = decoder is not None and decoder.shares_kv_buffer
+        prefix = len(generation.template_prefix(runner.tokenizer))
+        assert result["cached_prompt_tokens"] == (prefix if caches else 0), variant
+        computed = result["prompt_tokens"] - result["cached_prompt_tokens"]
+        assert result["prefill_tokens_per_s"] == pytest.approx(computed / (result["ttft_ms"] / 1e3), rel=1e-6)

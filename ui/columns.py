@@ -165,7 +165,9 @@ def stats_markdown(status: dict, result: dict, baseline: dict | None, task: str)
     if result.get("replica"):  # served by Ray Serve (ray_app.py): which replica, and how long it queued to reach it
         lines.insert(1, f"replica {result['replica']} · queued {latency.get('queue', 0):,.0f} ms before it")
     if task == "generation":
-        lines.append(f"first token {_ms(result['ttft_ms'])} (prompt {result.get('prefill_tokens_per_s', 0):,.0f} tokens/s) · "
+        cached = (f", {result['cached_prompt_tokens']} of its {result['prompt_tokens']} tokens read from the template cache"
+                  if result.get("cached_prompt_tokens") else "")
+        lines.append(f"first token {_ms(result['ttft_ms'])} (prompt {result.get('prefill_tokens_per_s', 0):,.0f} tokens/s{cached}) · "
                      f"**decoding {result.get('decode_tokens_per_s', 0):.1f} tokens/s** · {result['new_tokens']} tokens written"
                      + _lookup_note(result.get("draft")))
     else:
