@@ -61,6 +61,10 @@ class Answer:
     cues: np.ndarray | None = None  # the verifier's inputs (models/answerability.FEATURES): evaluation fits verifiers on them
 
 
+# a context of zero-width or format characters passes strip() but gives the model no token to answer from
+UNREADABLE_CONTEXT = "The context has no text the model can read (only spaces or invisible characters)."
+
+
 def validate(question: str, context: str) -> tuple[str, str]:
     question, context = (question or "").strip(), context or ""
     if not context.strip():
@@ -90,13 +94,18 @@ def preprocess(tokenizer, question: str, context: str, config: QAConfig) -> Wind
     if len(question_ids) > config.max_question_tokens:
         raise InputError(f"The question is too long ({len(question_ids)} tokens; at most {config.max_question_tokens}).")
     if _pairs_like_bert(tokenizer):
-        return _assemble(tokenizer, question, question_ids, context_tokens(tokenizer, context), config)
+        tokens = context_tokens(tokenizer, context)
+        if not tokens.ids:
+            raise InputError(UNREADABLE_CONTEXT)
+        return _assemble(tokenizer, question, question_ids, tokens, config)
     encoded = tokenize(tokenizer, [question], [context], config)
     offsets = []
     for window in range(len(encoded["input_ids"])):
         sequence_ids = encoded.sequence_ids(window)
         spans = encoded["offset_mapping"][window].tolist()  # one C-level conversion, not one int() per token
         offsets.append([tuple(span) if sid == 1 else None for sid, span in zip(sequence_ids, spans)])
+    if not any(span is not None for window in offsets for span in window):
+        raise InputError(UNREADABLE_CONTEXT)
     names = ("input_ids", "attention_mask", "token_type_ids")
     inputs = {name: encoded[name].astype(np.int64) for name in names if name in encoded}
     return Windows(inputs=inputs, offsets=offsets, question=question)

@@ -92,19 +92,32 @@ def _squad_json(text: str) -> list[Item]:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         raise InputError(f"Malformed JSON at line {error.lineno}, column {error.colno}: {error.msg}.") from None
+    except RecursionError:
+        raise InputError("The JSON is nested too deeply to be a SQuAD file.") from None
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
-        raise InputError('A SQuAD JSON file needs a top-level "data" list of articles, each with "paragraphs" '
-                         'holding a "context" and its "qas".')
+        raise InputError(SQUAD_SHAPE)
     items = []
     for article in data["data"]:
-        for paragraph in (article or {}).get("paragraphs", []) if isinstance(article, dict) else []:
-            for qa in paragraph.get("qas", []) if isinstance(paragraph, dict) else []:
+        for paragraph in _listed(article, "paragraphs"):
+            for qa in _listed(paragraph, "qas"):
                 row = len(items) + 1
                 if not isinstance(qa, dict):
                     raise InputError(f"Question {row}: each entry of \"qas\" must be an object with a \"question\".")
                 answers = [] if qa.get("is_impossible") else _answer_texts(qa.get("answers", []), row)
                 items.append(Item(row, str(paragraph.get("context") or ""), str(qa.get("question") or ""), tuple(answers)))
     return items
+
+
+SQUAD_SHAPE = ('A SQuAD JSON file needs a top-level "data" list of articles, each with a "paragraphs" list '
+               'whose entries hold a "context" and a "qas" list.')
+
+
+def _listed(parent, key: str) -> list:
+    """`parent[key]` of a SQuAD file, a list (absent: empty); any other shape is the visitor's to fix."""
+    value = parent.get(key, []) if isinstance(parent, dict) else []
+    if not isinstance(value, list):
+        raise InputError(f'"{key}" must be a list; it is {type(value).__name__}. ' + SQUAD_SHAPE)
+    return value
 
 
 def _jsonl(text: str) -> list[Item]:
@@ -116,6 +129,8 @@ def _jsonl(text: str) -> list[Item]:
             record = json.loads(line)
         except json.JSONDecodeError as error:
             raise InputError(f"Line {number} is not valid JSON (column {error.colno}: {error.msg}).") from None
+        except RecursionError:
+            raise InputError(f"Line {number} is JSON nested too deeply to be a record.") from None
         if not isinstance(record, dict):
             raise InputError(f"Line {number} is not a JSON object with context, question and answer(s).")
         items.append(_record(record, number, "Line"))
@@ -128,7 +143,10 @@ def _csv(text: str) -> list[Item]:
     except csv.Error:
         dialect = csv.excel
     reader = csv.DictReader(io.StringIO(text), dialect=dialect)
-    columns = {(c or "").strip().lower() for c in reader.fieldnames or []}
+    try:
+        columns = {(c or "").strip().lower() for c in reader.fieldnames or []}
+    except csv.Error as error:  # e.g. a header field over the csv module's size limit
+        raise InputError(f"The CSV's header could not be read: {error}.") from None
     if not {"context", "question"} <= columns or not columns & {"answer", "answers"}:
         raise InputError("The CSV needs the columns context, question and answer (or answers); it has: "
                          + (", ".join(sorted(c for c in columns if c)) or "no header") + ".")
@@ -137,6 +155,9 @@ def _csv(text: str) -> list[Item]:
         for number, record in enumerate(reader, 2):  # the header is line 1
             if None in record:
                 raise InputError(f"Row {number} has more fields than the header (an unquoted comma?).")
+            if None in record.values():
+                raise InputError(f"Row {number} has fewer fields than the header (for \"no answer\", keep the answer "
+                                 "field empty: end the row with a comma).")
             items.append(_record({(k or "").strip().lower(): v for k, v in record.items()}, number, "Row"))
     except csv.Error as error:
         raise InputError(f"The CSV could not be read near row {reader.line_num}: {error}.") from None
@@ -193,12 +214,14 @@ def score(answer: Callable[[str, str, str, bool], dict], items: list[Item], vari
     """Every variant answers every item (`answer(context, question, variant, allow_no_answer)`, the
     showdown's); per variant EM / F1 (and HasAns F1, no-answer accuracy where the data has
     unanswerable questions), latency p50 / p95 and agreement with the baseline; one row per item and
-    variant. A variant that cannot answer is reported with its reason and skipped."""
+    variant. A variant that cannot answer (not in this preset, not ready) is reported with its reason and
+    skipped; a question a variant refuses (longer than it reads, say) is counted as skipped, with the reason."""
     chosen = [v for v in VARIANTS if v in variants]
     if not chosen:
         raise InputError("Select at least one variant.")
     rows: list[dict] = []
     errors: dict[str, str] = {}
+    skipped: dict[str, list[str]] = {variant: [] for variant in chosen}
     total = len(items) * len(chosen)
     for index, item in enumerate(items):
         for offset, variant in enumerate(chosen):
@@ -206,8 +229,11 @@ def score(answer: Callable[[str, str, str, bool], dict], items: list[Item], vari
                 continue
             try:
                 result = answer(item.context, item.question, variant, allow_no_answer)
-            except (InputError, VariantUnavailable) as error:  # not in this preset, or not ready
+            except VariantUnavailable as error:  # not in this preset, or not ready
                 errors[variant] = str(error)
+                continue
+            except InputError as error:  # this question only
+                skipped[variant].append(f"row {item.row}: {error}")
                 continue
             em, f1 = best_of(list(item.answers), result["answer"])
             rows.append({"row": item.row, "variant": variant, "question": item.question,
@@ -215,16 +241,19 @@ def score(answer: Callable[[str, str, str, bool], dict], items: list[Item], vari
                          "exact": em, "f1": round(f1, 4), "answerable": bool(item.answers),
                          "latency_ms": round(result["latency_ms"]["total"], 2)})
             progress(index * len(chosen) + offset + 1, total)
-    return {"summary": summarise(rows, chosen, errors), "rows": rows}
+    return {"summary": summarise(rows, chosen, errors, skipped), "rows": rows}
 
 
-def summarise(rows: list[dict], variants: list[str], errors: dict[str, str]) -> list[dict]:
+def summarise(rows: list[dict], variants: list[str], errors: dict[str, str],
+              skipped: dict[str, list[str]] | None = None) -> list[dict]:
     baseline = {r["row"]: normalize_answer(r["answer"]) for r in rows if r["variant"] == "baseline"}
     out = []
     for variant in variants:
         mine = [r for r in rows if r["variant"] == variant]
+        refused = (skipped or {}).get(variant, [])
         if not mine:
-            out.append({"variant": variant, "questions": 0, "error": errors.get(variant, "not run")})
+            reason = errors.get(variant) or (f"{len(refused)} skipped; {refused[0]}" if refused else "not run")
+            out.append({"variant": variant, "questions": 0, "error": reason})
             continue
         answerable = [r for r in mine if r["answerable"]]
         unanswerable = [r for r in mine if not r["answerable"]]
@@ -240,6 +269,8 @@ def summarise(rows: list[dict], variants: list[str], errors: dict[str, str]) -> 
                 "same answer as baseline": (round(100 * float(np.mean([normalize_answer(r["answer"]) == baseline[r["row"]]
                                                                       for r in mine if r["row"] in baseline])), 1)
                                             if variant != "baseline" and baseline else None)}
+        if refused:  # scored on fewer questions than the file holds: say how many, and the first reason
+            line["skipped"] = f"{len(refused)}: {refused[0]}" + (" (and more)" if len(refused) > 1 else "")
         out.append(line)
     return out
 
@@ -257,7 +288,7 @@ def rows_csv(rows: list[dict], path: Path) -> Path:
 def summary_markdown(summary: list[dict], note: str = "") -> str:
     """The comparison as a Markdown table, to paste into an issue or a notebook."""
     columns = ["variant", "questions", "EM", "F1", "HasAns F1", "no-answer accuracy", "p50 (ms)", "p95 (ms)",
-               "same answer as baseline"]
+               "same answer as baseline"] + (["skipped"] if any("skipped" in line for line in summary) else [])
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for line in summary:
         if "error" in line:

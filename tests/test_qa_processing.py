@@ -68,7 +68,8 @@ def test_span_mode_returns_the_best_span_with_the_null_decision_beside_it(tokeni
     assert (answered.answer, answered.null_wins) == ("The", False)
 
 
-@pytest.mark.parametrize("question, context", [("", "ctx"), ("q", "   "), ("q" * 2000, "ctx")])
+@pytest.mark.parametrize("question, context", [("", "ctx"), ("q", "   "), ("q" * 2000, "ctx"),
+                                               ("q", "\u200b\u200b\u2060")])  # invisible: no token to answer from
 def test_bad_input_is_a_typed_error_with_a_message(tokenizer, question, context):
     with pytest.raises(InputError, match="."):
         preprocess(tokenizer, question, context, QAConfig())

@@ -39,7 +39,13 @@ def test_squad_json_csv_and_jsonl_give_the_same_questions():
     ("blank.csv", b"context,question,answer\n,q,a\n", "Row 2: the context is empty"),
     ("noq.csv", b"context,question,answer\nc,q,a\nc,,a\n", "Row 3: the question is empty"),
     ("wide.csv", b"context,question,answer\nc,q,a,extra\n", "Row 2 has more fields than the header"),
+    ("short.csv", b"context,question,answer\nc,q,a\nc,q\n", "Row 3 has fewer fields than the header"),
     ("notes.pdf", b"%PDF-1.4", "not a format this Space reads"),
+    ("count.json", b'{"data": [{"paragraphs": 3}]}', '"paragraphs" must be a list; it is int'),
+    ("nullqas.json", b'{"data": [{"paragraphs": [{"context": "c", "qas": null}]}]}', '"qas" must be a list; it is NoneType'),
+    ("deep.json", b'{"data": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested too deeply"),
+    ("deep.jsonl", b"[" * 200_000 + b"]" * 200_000, "Line 1 is JSON nested too deeply"),
+    ("header.csv", b"context,question,answer," + b"x" * 140_000 + b"\nc,q,a\n", "header could not be read"),
 ])
 def test_a_bad_file_gets_a_message_naming_the_problem_and_the_row(name, content, message):
     with pytest.raises(InputError, match=message):
@@ -89,3 +95,22 @@ def test_score_qa_says_what_is_wrong_and_the_server_keeps_serving(client, app_ur
     with httpx.Client(base_url=app_url, timeout=60) as http, pytest.raises(RuntimeError, match="answered with an error"):
         http_api_call(http, "score_qa", [{"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}, ["baseline"], True])
     assert client.predict(CONTEXT, "What did he build?", "baseline", api_name="/qa")["latency_ms"]["total"] > 0
+
+
+def test_a_question_one_variant_refuses_is_skipped_for_it_and_said_not_the_rest_of_the_file():
+    """A question longer than the model reads is that row's problem: the variant answers every other row, and the
+    summary says how many it skipped and why (before, the variant silently stopped at that row)."""
+    from models.your_data import Item, score
+
+    items = [Item(row, CONTEXT, question, ("sticks",)) for row, question in
+             enumerate(["What did he build?", "LONG", "What was it built of?"], 2)]
+
+    def answer(context, question, variant, allow_no_answer):
+        if question == "LONG":
+            raise InputError("The question is too long (80 tokens; at most 64).")
+        return {"answer": "sticks", "latency_ms": {"total": 1.0}}
+
+    result = score(answer, items, ["baseline", "optimized"], True)
+    for line in result["summary"]:
+        assert line["questions"] == 2 and line["skipped"] == "1: row 3: The question is too long (80 tokens; at most 64)."
+    assert summary_markdown(result["summary"]).splitlines()[0].endswith("| skipped |")

@@ -53,7 +53,9 @@ def your_data_tab(showdown: Showdown, limits: Limits) -> None:
             except USER_ERRORS as error:
                 raise gr.Error(str(error)) from error
             table = pd.DataFrame(result["summary"])
-            scored = table[table["questions"] > 0] if "questions" in table else table
+            scored = table[table["questions"] > 0]
+            if scored.empty:  # no chosen variant answered: say why instead of an empty chart
+                raise gr.Error("No variant answered: " + "; ".join(f"{r['variant']}: {r['error']}" for r in result["summary"]))
             csv_path = rows_csv(result["rows"], Path(tempfile.mkdtemp(prefix="your-data-")) / "answers.csv")
             note = f"{len(items)} questions, scored {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
             return table, scored[["variant", "F1"]], str(csv_path), summary_markdown(result["summary"], note)
