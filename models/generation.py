@@ -72,14 +72,22 @@ def template_prefix(tokenizer) -> list[int]:
     return first[:common]
 
 
+class Cancelled(Exception):
+    """The stream was closed (the visitor left): raised in the decoding loop at its next token."""
+
+
 class _TimedStreamer:
-    """transformers streamer protocol: `put` gets the prompt once, then each new token."""
+    """transformers streamer protocol: `put` gets the prompt once, then each new token. Once `cancelled`,
+    `put` stops the model (both runtimes call it every step), so a closed stream frees the cores at once."""
 
     def __init__(self) -> None:
         self.tokens: queue.Queue = queue.Queue()
         self.prompt_seen = False
+        self.cancelled = False
 
     def put(self, value: torch.Tensor) -> None:
+        if self.cancelled:
+            raise Cancelled()
         if not self.prompt_seen:
             self.prompt_seen = True
             return
@@ -114,16 +122,19 @@ def stream(runner, prompt: str, max_new_tokens: int = 64, ignore_eos: bool = Fal
     stamps: list[float] = []
     counts: list[int] = []  # tokens per stamp: a kept draft arrives as several at once
     decode_seconds = 0.0
-    while (item := streamer.tokens.get()) is not None:
-        stamp, ids = item
-        stamps.append(stamp)
-        counts.append(len(ids))
-        new_ids.extend(ids)
-        decode_started = time.perf_counter()
-        text = tokenizer.decode(new_ids, skip_special_tokens=True)
-        decode_seconds += time.perf_counter() - decode_started
-        yield Update(text=text, done=False)
-    worker.join()
+    try:
+        while (item := streamer.tokens.get()) is not None:
+            stamp, ids = item
+            stamps.append(stamp)
+            counts.append(len(ids))
+            new_ids.extend(ids)
+            decode_started = time.perf_counter()
+            text = tokenizer.decode(new_ids, skip_special_tokens=True)
+            decode_seconds += time.perf_counter() - decode_started
+            yield Update(text=text, done=False)
+    finally:  # closed early (the visitor left): stop the model, or the next visitor's timing waits behind it
+        streamer.cancelled = True
+        worker.join()
     if failure:
         raise failure[0]
     # ONNX decoders read the chat template's start from a cache: the prompt speed counts the tokens computed

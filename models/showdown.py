@@ -214,18 +214,19 @@ class Showdown:
             if located is not None and (corrupt := self._corrupt(task, variant, located)):
                 raise VariantUnavailable(f"{variant} is unavailable: {corrupt}")
             path = resolve(p, spec)
-            before = resident_bytes()
-            try:  # loaded on the model thread: ONNX Runtime's and OpenMP's worker threads are its children
-                runner = self._model_thread.submit(load_runner, task, variant, spec.runtime, path).result()
-                self._warm_up(runner)
-            except Exception as error:  # a model that does not load or run is unavailable, not a crash
-                expected = isinstance(error, VariantUnavailable)  # load_runner's: the reason is in the message
-                reason = str(error) if expected else f"it fails to run ({type(error).__name__}: {error})"
-                self._load_failed[key] = f"{reason}; {self._fix(task, variant)}"
-                log.warning("%s/%s is unavailable: %s", task, variant, self._load_failed[key], exc_info=not expected)
-                raise VariantUnavailable(f"{variant} is unavailable: {self._load_failed[key]}") from error
+            with self._turn():  # model-thread work: never inside another visitor's timed call, nor its memory
+                before = resident_bytes()
+                try:  # loaded on the model thread: ONNX Runtime's and OpenMP's worker threads are its children
+                    runner = self._model_thread.submit(load_runner, task, variant, spec.runtime, path).result()
+                    self._warm_up(runner)
+                except Exception as error:  # a model that does not load or run is unavailable, not a crash
+                    expected = isinstance(error, VariantUnavailable)  # load_runner's: the reason is in the message
+                    reason = str(error) if expected else f"it fails to run ({type(error).__name__}: {error})"
+                    self._load_failed[key] = f"{reason}; {self._fix(task, variant)}"
+                    log.warning("%s/%s is unavailable: %s", task, variant, self._load_failed[key], exc_info=not expected)
+                    raise VariantUnavailable(f"{variant} is unavailable: {self._load_failed[key]}") from error
+                after = resident_bytes()
             self._load_failed.pop(key, None)
-            after = resident_bytes()
             if before is not None and after is not None:  # weights read, sessions and arenas warmed: its footprint
                 self._memory[key] = max(after - before, 0)
             self._runners[key] = runner
@@ -328,10 +329,10 @@ class Showdown:
         prompt first (its prefill and a few decoding steps)."""
         generation.validate(prompt, max_new_tokens)
         runner = _OnModelThread(self.runner("generation", variant), self._model_thread)
-        with self._turn() as wait_ms:
+        with self._turn() as wait_ms, contextlib.closing(generation.stream(runner, prompt, max_new_tokens)) as updates:
             if warm_up:
                 generation.generate(runner, prompt, min(max_new_tokens, WARM_UP_TOKENS))
-            for update in generation.stream(runner, prompt, max_new_tokens):
+            for update in updates:  # closed inside the turn: a visitor who leaves stops the model before the next turn
                 if update.done:
                     update.result["latency_ms"]["wait"] = wait_ms
                     update.result["timing"] = TIMED_AFTER_WARM_UP if warm_up else TIMED_ALONE

@@ -188,3 +188,39 @@ def test_the_prompt_speed_counts_only_the_prompt_tokens_computed(built_presets):
         assert result["cached_prompt_tokens"] == (prefix if caches else 0), variant
         computed = result["prompt_tokens"] - result["cached_prompt_tokens"]
         assert result["prefill_tokens_per_s"] == pytest.approx(computed / (result["ttft_ms"] / 1e3), rel=1e-6)
+
+
+def test_a_load_and_its_warm_ups_wait_for_the_turn_of_the_visitor_being_timed(built_presets, monkeypatch):
+    """A variant loading while another visitor's call is timed would put its load and warm-ups on the model
+    thread inside that call's time, and its memory growth inside this load's: loads take the run turn too."""
+    import models.showdown as showdown_module
+
+    showdown = Showdown(presets=dict(built_presets))
+    held = []
+    real_load = showdown_module.load_runner
+    monkeypatch.setattr(showdown_module, "load_runner", lambda *args: held.append(showdown._run_lock.locked()) or real_load(*args))
+    showdown.runner("generation", "optimized")
+    assert held == [True]
+
+
+@pytest.mark.parametrize("variant", ["baseline", "optimized"])
+def test_a_closed_stream_stops_the_model_before_the_next_visitor(built_presets, variant):
+    """A visitor who leaves mid-generation closes the stream: the model stops at its next token, inside the turn,
+    instead of writing the rest of 200 tokens while the next visitor's call is timed."""
+    showdown = Showdown(presets=dict(built_presets))
+    runner = showdown.runner("generation", variant)
+    finished = []
+    real_generate = runner.generate
+
+    def generate(*args, **kwargs):
+        try:
+            real_generate(*args, **kwargs)
+            finished.append("all tokens")
+        except Exception as error:
+            finished.append(type(error).__name__)
+            raise
+    runner.generate = generate
+    updates = showdown.stream("Tell me a long story about a pig", variant, 200)
+    next(updates)
+    updates.close()
+    assert finished == ["Cancelled"] and not showdown._run_lock.locked()
