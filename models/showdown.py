@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import logging
 import os
 import sys
@@ -70,7 +71,7 @@ class Showdown:
     _run_lock: threading.Lock = field(default_factory=threading.Lock)
     _model_thread: ThreadPoolExecutor = field(  # one long-lived thread runs every model: see answer()
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="showdown-model"))
-    _calls: int = 0
+    _calls: Iterator[int] = field(default_factory=itertools.count)  # shared by `using()`'s copies, as the locks
 
     @classmethod
     def from_environment(cls) -> Showdown:
@@ -262,8 +263,7 @@ class Showdown:
     def run_order(self, variants: list[str]) -> list[str]:
         """Rotate the order on every call so that no variant always runs first (or last)."""
         with self._lock:
-            shift = self._calls % max(len(variants), 1)
-            self._calls += 1
+            shift = next(self._calls) % max(len(variants), 1)
         return variants[shift:] + variants[:shift]
 
     @contextlib.contextmanager

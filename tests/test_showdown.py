@@ -1,5 +1,6 @@
 """First start: missing variants are built in the background while the status says so; corrupt
 ones are rebuilt; a variant that does not load is unavailable with the reason and the fix."""
+import dataclasses
 import json
 import logging
 import shutil
@@ -111,6 +112,9 @@ def test_run_order_rotates_so_no_variant_always_goes_first(tiny_qa_dir):
     showdown = Showdown(presets={"qa": tiny_preset("qa", tiny_qa_dir)})
     firsts = [showdown.run_order(["baseline", "optimized", "pruned"])[0] for _ in range(3)]
     assert sorted(firsts) == ["baseline", "optimized", "pruned"]
+    # a visitor's preset pick is a copy of the showdown per request (`using`): the rotation carries on there too
+    picked = [dataclasses.replace(showdown).run_order(["baseline", "optimized", "pruned"])[0] for _ in range(3)]
+    assert sorted(picked) == ["baseline", "optimized", "pruned"]
 
 
 def test_a_failed_build_is_reported_and_does_not_stop_the_others(tmp_path):
