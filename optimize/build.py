@@ -179,13 +179,19 @@ def _build_onnx_once(target: BuildTarget, recipe: OnnxRecipe, cuda: bool, progre
         shutil.rmtree(work, ignore_errors=True)
         metrics = {}
         if evaluate:
-            promise = "lossy" if recipe.quantize or (recipe.exporter == "gguf-grid" and not exact) else "exact"
+            promise = promise_of(recipe, cuda, exact)
             metrics = _evaluate(target, staging, strict, progress, promise, weights_exact=exact)
         if rejected:
             metrics["rejected_recipes"] = rejected
             steps.append(f"(chosen after {len(rejected)} faster recipe(s) missed an accuracy gate)")
         _write_manifest(target, staging, steps, metrics)
     return _ready(target, metrics, progress)
+
+
+def promise_of(recipe: OnnxRecipe, cuda: bool, weights_exact: bool) -> str:
+    """"exact" only for the source's weights and arithmetic: quantized weights, the GGUF grid's int8 compute and
+    every CUDA rung (FP16 compute, recipes.cuda_ladder) are lossy, gated on task measures within a budget."""
+    return "lossy" if cuda or recipe.quantize or (recipe.exporter == "gguf-grid" and not weights_exact) else "exact"
 
 
 def _gguf_grid_steps(target: BuildTarget, work: Path, recipe: OnnxRecipe, cuda: bool, steps: list[str],

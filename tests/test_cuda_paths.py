@@ -32,10 +32,15 @@ def test_runners_say_where_they_run_and_the_qa_api_passes_it_on(built_presets):
     assert explicit.device == "cpu" and explicit.model.dtype.is_floating_point
 
 
-def test_a_build_on_cuda_tries_fp16_rungs_only():
+def test_a_build_on_cuda_tries_fp16_rungs_only_and_gates_them_as_lossy():
+    from optimize.build import promise_of
+
     assert cuda_ladder("qa") == [OnnxRecipe(quantize=False)]
     assert [r.exporter for r in cuda_ladder("generation")] == ["genai-builder", "optimum"]
     assert all(not r.quantize for r in cuda_ladder("generation"))
+    # FP16 compute is not the source's arithmetic: held to the lossy budget, not to 99.5 % agreement
+    assert {promise_of(r, cuda=True, weights_exact=True) for task in ("qa", "generation") for r in cuda_ladder(task)} == {"lossy"}
+    assert promise_of(OnnxRecipe(quantize=False), cuda=False, weights_exact=True) == "exact"
     assert any(r.quantize for r in recipe_ladder("qa"))  # the CPU ladder still starts with INT8
 
 
