@@ -48,15 +48,22 @@ def test_a_qa_only_run_keeps_the_generation_rows_of_the_previous_run_and_says_wh
 
     from optimize.bench.tables import carry_other_tasks
 
-    previous = Bench(machine={}, config={}, results=results(), created="2026-01-01 10:00 UTC",
-                     memory={"bandwidth_gbs": 40.0, "f1": {"baseline": 1.0}})
+    from optimize.bench.tables import LOOKUP_WORKLOAD, OPTIMIZED_LOOKUP
+
+    lookup_row = Result(f"{LOOKUP_WORKLOAD}, reading-comprehension prompt (237 tokens)", OPTIMIZED_LOOKUP, 500.0, 510.0,
+                        tokens_per_s=120.0, decode_tokens_per_s=150.0)
+    app_row = Result("app round trip, QA ~384 tokens, optimized", "app (gradio_client)", 90.0, 95.0)
+    previous = Bench(machine={}, config={}, results=results() + [lookup_row, app_row], created="2026-01-01 10:00 UTC",
+                     memory={"bandwidth_gbs": 40.0, "agreement": {"optimized": {}}, "f1": {"baseline": 1.0}})
     (tmp_path / "bench.json").write_text(json.dumps(asdict(previous)))
     now = Bench(machine={}, config={}, results=[r for r in results(qa_best_ms=20.0) if r.workload.startswith("QA")])
     note = carry_other_tasks(now, ("qa",), tmp_path / "bench.json")
     assert note == "generation rows carried from the run of 2026-01-01 10:00 UTC"
     assert ratios(now.results)["qa384_vs_pipeline_fp32"] == 4.5  # QA from this run
     assert ratios(now.results)["generation_vs_pytorch_fp32"] == 5.0  # generation carried whole
-    assert now.memory == {"bandwidth_gbs": 40.0, "measured": {"generation": "2026-01-01 10:00 UTC"}}  # not the QA F1s
+    assert lookup_row in now.results and app_row not in now.results  # the lookup workloads are generation's, the app's QA's
+    assert now.memory == {"bandwidth_gbs": 40.0, "agreement": {"optimized": {}},
+                          "measured": {"generation": "2026-01-01 10:00 UTC"}}  # not the QA F1s
     assert carry_other_tasks(now, ("qa", "generation"), tmp_path / "bench.json") == ""
 
 
@@ -158,13 +165,19 @@ def test_pruned_optimized_decoding_is_compared_with_optimized_against_issue_28s_
     table = markdown(Bench(machine={"cpu": "test cpu", "isa": "avx2"}, config={}, results=rows, ratios=measured))
     assert "| pruned_optimized_decode_vs_optimized | 1.15x ❌ | ≥ 1.2x |" in table
     assert "test cpu (avx2)" in table
-    # a variant that ships with prompt lookup is compared in that decoding, its plain row shown beside it
+    # a variant that ships with prompt lookup is held to the targets in plain decoding: the general prompt repeats one
+    # sentence, which lookup copies; as shipped it stands beside, for reference, and the table says why
     shipping_lookup = [replace(r, shipped=False) if r.contender == "pruned-optimized" else r for r in rows] + [
         Result("generation, ~128-token prompt", PRUNED_LOOKUP, 580.0, 600.0, tokens_per_s=99.0, decode_tokens_per_s=121.0)]
-    assert ratios(shipping_lookup)["pruned_optimized_decode_vs_optimized"] == 1.21
-    assert ratios(shipping_lookup)["pruned_optimized_plain_decode_vs_optimized"] == 1.15  # lookup off, beside it
-    assert "pruned_optimized_plain_decode_vs_optimized" not in measured  # a plain-only variant has one row
-    assert ratios(shipping_lookup)["generation_vs_pytorch_fp32"] == 4.95  # 99 tokens/s as shipped, against 20
+    looked_up = ratios(shipping_lookup)
+    assert looked_up["pruned_optimized_decode_vs_optimized"] == 1.15  # lookup off
+    assert looked_up["pruned_optimized_as_shipped_with_lookup_decode_vs_optimized"] == 1.21
+    assert looked_up["generation_vs_pytorch_fp32"] == 4.75  # 95 tokens/s plain, against 20
+    assert looked_up["generation_as_shipped_with_lookup_vs_pytorch_fp32"] == 4.95
+    assert not any("as_shipped" in name for name in measured)  # a plain-only variant has one row
+    table = markdown(Bench(machine={"cpu": "test cpu"}, config={}, results=shipping_lookup, ratios=looked_up))
+    assert "| pruned_optimized_as_shipped_with_lookup_decode_vs_optimized | 1.21x | (for reference) |" in table
+    assert "The general prompt repeats one sentence" in table
 
 
 def test_decode_rate_leaves_the_first_token_out():

@@ -76,11 +76,9 @@ TARGETS = {  # issue 4: ratios measured in one run on a 2-core CPU
     "qa384_vs_pipeline_fp32": 6.0, "qa384_vs_optimum_int8": 1.5,  # issue 27 raised 1.3 to 1.5
     "generation_vs_pytorch_fp32": 5.0, "generation_vs_optimum_int8": 1.3,
     # issue 12 (ended blocked): `optimized` (the same, unpruned model) against llama.cpp on the same GGUF
-    # issue 28: pruning pays on the 4-bit grid too: `pruned-optimized` decodes faster than `optimized`
+    # issues 28 and 49: pruning pays on the 4-bit grid too: `pruned-optimized` decodes faster than `optimized`, on
+    # equal token counts with prompt lookup off (its own repeated text is not what a smaller model buys)
     "pruned_optimized_decode_vs_optimized": 1.2,
-    # issue 49: the same on equal token counts with prompt lookup off, where a variant ships with it (its own
-    # repeated text is not what a smaller model buys)
-    "pruned_optimized_plain_decode_vs_optimized": 1.2,
     "optimized_overall_vs_llama_cpp": 1.3, "llama_cpp_ttft_vs_optimized": 1.0,
     # issue 53 (open) replaces issue 12's bar here: the open issue's bar marks the row, EARLIER_TARGETS names the old one
     "optimized_decode_vs_llama_cpp": 1.0,
@@ -133,7 +131,9 @@ def ratios(results: list[Result]) -> dict[str, float]:
         return next((r for r in (rows.get(variant), rows.get(LOOKUP_ROWS.get(variant))) if r and r.shipped), None)
 
     out = {}
-    fastest_generation = shipped(fastest_built(results, "generation"))
+    # the general prompt repeats one sentence to reach its length, which prompt lookup copies: its targets compare
+    # plain decoding (each variant's plain row), and lookup is judged on the lookup workloads, where it is the point
+    fastest_generation = rows.get(fastest_built(results, "generation"))
     qa_best, gen_best = p50("QA ~384", fastest_built(results, "QA ~384")), fastest_generation and fastest_generation.tokens_per_s
     for name, contender in (("pipeline_fp32", "pipeline-fp32"), ("optimum_int8", "optimum-int8")):
         other = p50("QA ~384", contender)
@@ -148,16 +148,20 @@ def ratios(results: list[Result]) -> dict[str, float]:
         other = p50("QA ~550", contender)
         if two_windows and other:  # not targets: the headline at two windows
             out[f"qa550_vs_{name}"] = round(other / two_windows, 2)
+    as_shipped = shipped(fastest_built(results, "generation"))
     for name, contender in (("pytorch_fp32", "baseline"), ("optimum_int8", "optimum-int8")):
         other = p50("generation", contender)
         if gen_best and other:
             out[f"generation_vs_{name}"] = round(gen_best / other, 2)
-    ours, llama, pruned = shipped("optimized"), rows.get("llama.cpp"), shipped("pruned-optimized")
+        if as_shipped is not fastest_generation and as_shipped and as_shipped.tokens_per_s and other:  # for reference
+            out[f"generation_as_shipped_with_lookup_vs_{name}"] = round(as_shipped.tokens_per_s / other, 2)
+    ours, llama, pruned = rows.get("optimized"), rows.get("llama.cpp"), rows.get("pruned-optimized")
     if ours and pruned and ours.decode_tokens_per_s and pruned.decode_tokens_per_s:
         out["pruned_optimized_decode_vs_optimized"] = round(pruned.decode_tokens_per_s / ours.decode_tokens_per_s, 2)
-        plain = rows.get("pruned-optimized")
-        if plain is not pruned and plain and plain.decode_tokens_per_s:  # it ships with lookup: its plain row too
-            out["pruned_optimized_plain_decode_vs_optimized"] = round(plain.decode_tokens_per_s / ours.decode_tokens_per_s, 2)
+        looked_up = shipped("pruned-optimized")
+        if looked_up is not pruned and looked_up and looked_up.decode_tokens_per_s:  # it ships with lookup: for reference
+            out["pruned_optimized_as_shipped_with_lookup_decode_vs_optimized"] = round(
+                looked_up.decode_tokens_per_s / ours.decode_tokens_per_s, 2)
     if ours and llama and ours.tokens_per_s and llama.tokens_per_s:
         out["optimized_decode_vs_llama_cpp"] = round(ours.decode_tokens_per_s / llama.decode_tokens_per_s, 2)
         out["optimized_overall_vs_llama_cpp"] = round(ours.tokens_per_s / llama.tokens_per_s, 2)
@@ -207,6 +211,13 @@ def markdown(bench: Bench) -> str:
         mark = "" if target is None else (" ✅" if value >= target else " ❌")
         earlier = f" ({EARLIER_TARGETS[name]})" if name in EARLIER_TARGETS else ""
         lines.append(f"| {name} | {value:.2f}x{mark} | {f'≥ {target}x' if target else '(for reference)'}{earlier} |")
+    if any("as_shipped_with_lookup" in name for name in bench.ratios):
+        lines += ["", "The targets compare plain decoding. The general prompt repeats one sentence to reach its length, "
+                      "and prompt lookup copies it, so the `as_shipped_with_lookup` ratios overstate what lookup gives on a "
+                      "chat prompt; lookup is judged on the reading and rewrite prompts."]
+    if "llama_cpp_ttft_vs_optimized" in bench.ratios:
+        lines += ["", "TTFT: the project's ONNX decoders read the chat template's first tokens from a cache made at load "
+                      "(the prompt tokens/s column counts the tokens computed); llama.cpp's cache is cleared before each call."]
     if "app_overhead_p50_ms" in bench.memory:
         value = bench.memory["app_overhead_p50_ms"]
         lines.append(f"| app overhead p50 | {value:.1f} ms{' ✅' if value <= APP_OVERHEAD_TARGET_MS else ' ❌'} "
@@ -246,6 +257,12 @@ def markdown(bench: Bench) -> str:
     return "\n".join(lines) + "\n"
 
 
+# what each task's run writes: the rows (by workload prefix) and the measures beside them
+TASK_WORKLOADS = {"qa": ("QA", "app round trip"), "generation": ("generation", LOOKUP_WORKLOAD)}
+TASK_MEMORY = {"qa": ("f1", "forced_f1", "app_overhead_p50_ms", "http_api_overhead_p50_ms", "gradio_client_floor_p50_ms"),
+               "generation": ("bandwidth_gbs", "decode", "agreement")}
+
+
 def carry_other_tasks(bench: Bench, tasks: tuple[str, ...], previous_path: Path) -> str:
     """A run of one task keeps the other task's rows from the previous bench.json, so the table
     stays whole; each task's ratios still come from rows measured side by side in one run, and
@@ -258,11 +275,10 @@ def carry_other_tasks(bench: Bench, tasks: tuple[str, ...], previous_path: Path)
     machine = previous.get("machine") or {}
     here = previous.get("created", "?") + (f" on {cpu_label(machine)}" if machine else "")
     origin = {task: previous.get("memory", {}).get("measured", {}).get(task, here) for task in skipped}
-    prefixes = tuple("QA" if task == "qa" else "generation" for task in skipped)
+    prefixes = tuple(prefix for task in skipped for prefix in TASK_WORKLOADS[task])
     kept = [Result(**r) for r in previous["results"] if r["workload"].startswith(prefixes)]
     bench.results += kept
-    for key in ("bandwidth_gbs", "decode") if "generation" in skipped else ("f1", "forced_f1", "app_overhead_p50_ms",
-                                                                                "http_api_overhead_p50_ms", "gradio_client_floor_p50_ms"):
+    for key in (key for task in skipped for key in TASK_MEMORY[task]):
         if key in previous.get("memory", {}):
             bench.memory[key] = previous["memory"][key]
     if not kept:

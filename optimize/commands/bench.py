@@ -16,11 +16,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="few rounds, no long document (the regression test's setting)")
     parser.add_argument("--no-app", action="store_true", help="skip the gradio_client round trip")
     parser.add_argument("--output", type=Path, help="folder for bench.json / bench.md (default reports/)")
+    parser.add_argument("--render", action="store_true",
+                        help="no timing: the ratios and table again from the stored bench.json's rows")
 
 
 def run(args: argparse.Namespace) -> int:
-    from optimize.bench.run import BenchConfig
+    from optimize.bench.run import BenchConfig, render
     from optimize.bench.run import run as bench_run
+
+    if args.render:
+        render(**({"output": args.output} if args.output else {}))
+        return 0
 
     config = (BenchConfig(qa_rounds=5, long_document_words=0, generation_rounds=2, app_rounds=5, outside_f1=False,
                           agreement_prompts=2, exact_rung=False)
