@@ -189,8 +189,7 @@ def _build_onnx_once(target: BuildTarget, recipe: OnnxRecipe, cuda: bool, progre
 
 
 def promise_of(recipe: OnnxRecipe, cuda: bool, weights_exact: bool) -> str:
-    """"exact" only for the source's weights and arithmetic: quantized weights, the GGUF grid's int8 compute and
-    every CUDA rung (FP16 compute, recipes.cuda_ladder) are lossy, gated on task measures within a budget."""
+    """"exact" only for the source's weights and arithmetic; INT8, the GGUF grid's int8 compute and FP16 (CUDA) are lossy."""
     return "lossy" if cuda or recipe.quantize or (recipe.exporter == "gguf-grid" and not weights_exact) else "exact"
 
 
