@@ -93,7 +93,7 @@ def test_pruned_generation_gates_on_quality_not_on_copying():
 def test_paragraph_resampling_widens_the_interval_where_a_paragraph_s_questions_fail_together():
     """Questions about one paragraph succeed or fail together; resampling them one by one would
     claim more certainty than the set holds."""
-    from optimize.evaluate.intervals import grouped_ratio
+    from optimize.evaluate.intervals import grouped_mean_interval, grouped_ratio
 
     rng = np.random.default_rng(1)
     groups, reference, candidate = {}, {}, {}
@@ -110,6 +110,11 @@ def test_paragraph_resampling_widens_the_interval_where_a_paragraph_s_questions_
     width = lambda r: r["ratio_ci95"][1] - r["ratio_ci95"][0]  # noqa: E731
     assert width(by_paragraph) > 2 * width(by_question)
     assert by_paragraph["ratio_ci95"][0] < by_paragraph["ratio"] < by_paragraph["ratio_ci95"][1]
+    # a variant's own score beside it (the app's "reading F1 12.9 (low-high)") resamples paragraphs too
+    own = grouped_mean_interval(candidate, groups, samples=4000)
+    one_by_one = grouped_mean_interval(candidate, {item: item for item in groups}, samples=4000)
+    assert own[1] - own[0] > 2 * (one_by_one[1] - one_by_one[0])
+    assert own[0] < 100 * np.mean(list(candidate.values())) < own[1]
 
 
 def test_qa_pruned_cannot_pass_by_abstaining():

@@ -249,15 +249,16 @@ def reading_against(preset_name: str, runner: Runner, reference_path: Path, load
     """Reading-comprehension F1 with its interval, its source's, and the paired difference: what the
     lossy gate reads (within 1 point of the source) and the pruned one (≥ 90 % of the baseline's, the
     interval's lower end ≥ 85 %). Intervals resample paragraphs with all their questions."""
-    from optimize.evaluate.intervals import grouped_ratio, mean_interval
+    from optimize.evaluate.intervals import grouped_mean_interval, grouped_ratio
 
     own = reading.recorded(preset_name, runner.path, lambda: runner, limit)
     source = reading.recorded(preset_name, reference_path, load_reference, limit)
-    metrics = {"reading_f1": own["reading_f1"], "reading_f1_ci95": mean_interval(list(own["per_question"].values())),
+    groups = reading.paragraph_groups(limit)
+    metrics = {"reading_f1": own["reading_f1"], "reading_f1_ci95": grouped_mean_interval(own["per_question"], groups),
                "reading_questions": own["questions"], "reference_reading_f1": source["reading_f1"],
-               "reference_reading_f1_ci95": mean_interval(list(source["per_question"].values())),
+               "reference_reading_f1_ci95": grouped_mean_interval(source["per_question"], groups),
                }
-    compared = grouped_ratio(source["per_question"], own["per_question"], reading.paragraph_groups(limit))
+    compared = grouped_ratio(source["per_question"], own["per_question"], groups)
     metrics["reading_f1_delta"] = {key: compared[key] for key in ("delta", "ci95", "items", "groups")}
     if promise == "pruned":  # held to a share of its baseline's score; 0 of 0 keeps it
         metrics["reading_of_baseline_pct"] = round(100 * compared["ratio"], 1) if source["reading_f1"] else 100.0
