@@ -337,7 +337,7 @@ def test_onnx_qa_keeps_its_promise(built_defaults, variant):
         assert metrics["validation_split"].startswith("validation articles") and "test F1" in metrics["summary"]
         assert "quantize-dynamic-int8" in " ".join(manifest["steps"])
     else:
-        assert metrics["agreement_pct"] >= 99.5, metrics
+        assert metrics["validation_agreement_pct"] >= 99.5, metrics  # the test articles decide nothing
     assert metrics["summary"].startswith(metrics["promise"] + ":")
     for rejected in metrics.get("rejected_recipes", []):  # each rejected rung with the gate it missed
         assert rejected["gates_missed"] and "below its source" in rejected["missed"], rejected

@@ -47,13 +47,14 @@ def test_examples(data_path: Path = squad.DEFAULT_SQUAD_PATH) -> list[squad.Exam
 
 def qa_accuracy(runner: Runner, held_out: HeldOut, guard: AgreementGuard | None = None,
                 reference_spans: dict[str, str] | None = None) -> dict:
-    """`guard`: count each answerable test question's span against `reference_spans` as it comes."""
-    def on_test_span(example: squad.Example, span: str) -> None:
+    """`guard`: count each answerable validation question's span against `reference_spans` as it comes
+    (the exact gate reads validation; the test articles decide nothing)."""
+    def on_gated_span(example: squad.Example, span: str) -> None:
         if example.id in reference_spans:
             guard.count(int(span == reference_spans[example.id]))
 
     return evaluate_qa.measure(runner.qa_logits, runner.tokenizer, runner.qa_config, held_out,
-                               on_test_span if guard else None)
+                               on_gated_span if guard else None)
 
 
 def qa_against(metrics: dict, reference: dict) -> dict:
@@ -62,7 +63,9 @@ def qa_against(metrics: dict, reference: dict) -> dict:
     from optimize.evaluate.intervals import paired_delta
 
     metrics = beside_reference(metrics, reference)
-    metrics["agreement_pct"] = round(evaluate_qa.span_agreement(metrics.pop("_spans"), reference["_spans"]), 2)
+    metrics["agreement_pct"] = round(evaluate_qa.span_agreement(metrics.pop("_spans"), reference["_spans"]), 2)  # shown
+    metrics["validation_agreement_pct"] = round(evaluate_qa.span_agreement(  # what the exact gate reads
+        metrics.pop("_validation_spans"), reference["_validation_spans"]), 2)
     # SQuAD 2.0 F1 and forced-span F1, per question, paired with the reference's: on the test articles
     # (shown) and on validation (gated), where the reference measured them
     for key, name in (("f1", "overall_f1"), ("forced_f1", "forced_f1"), ("validation_f1", "validation_f1"),
@@ -272,7 +275,7 @@ def reading_against(preset_name: str, runner: Runner, reference_path: Path, load
 
 def qa_reference_kind(split: squad.ArticleSplit) -> str:
     """The reference cache's name for a QA model's per-question scores on `split` (every build and check shares it)."""
-    return f"qa-per-question-v2-{_everyday_key()}-v{''.join(map(str, split.validation))}"
+    return f"qa-per-question-v3-{_everyday_key()}-v{''.join(map(str, split.validation))}"  # v3: validation spans
 
 
 def _everyday_key() -> str:
@@ -324,11 +327,11 @@ def measure(preset: Preset, directory: Path, variant_name: str, reference: Path,
     split = threshold_split(reference)
     held_out = HeldOut.load(split=split)
     reference_metrics = reference_cache(reference, qa_reference_kind(split), lambda: qa_accuracy(load_reference(), held_out))
-    spans = reference_metrics["_spans"]
-    guard = (AgreementGuard(len(spans), Gates().exact_agreement_pct, "answerable questions")
+    spans = reference_metrics["_validation_spans"]
+    guard = (AgreementGuard(len(spans), Gates().exact_agreement_pct, "answerable validation questions")
              if stop_below_gate and exact else None)
     try:
         metrics = qa_accuracy(runner, held_out, guard, spans)
     except AgreementBelowGate as stopped:
-        return {"agreement_pct": stopped.upper_bound_pct, "agreement_stopped": stopped.stopped}
+        return {"validation_agreement_pct": stopped.upper_bound_pct, "agreement_stopped": stopped.stopped}
     return qa_against(save_null_decision(directory, metrics), reference_metrics)

@@ -83,19 +83,19 @@ class HeldOut:
 
 
 def measure(forward: Forward, tokenizer, config: QAConfig, held_out: HeldOut,
-            on_test_span: Callable[[squad.Example, str], None] | None = None) -> dict:
+            on_gated_span: Callable[[squad.Example, str], None] | None = None) -> dict:
     """Both ways, on held-out articles: SQuAD 2.0 EM/F1 (overall, HasAns, NoAns) with the
     answerability verifier and null threshold this variant fits on the validation articles, and
     SQuAD 1.1-style forced-span EM/F1 on the answerable questions; F1 both ways on the everyday set.
     `validation_f1` / `validation_forced_f1`: the same two on the validation articles, which the
     gates read (a test article decides nothing; the threshold fitted there flatters every variant alike).
     `margin_rule_f1` is SQuAD 2.0 F1 with the margin alone deciding (its threshold also tuned on
-    validation), shown beside. `verifier` is for qa_config.json. `_spans` (test, forced) are for
-    span agreement with a source, `_f1` / `_forced_f1` for intervals on a delta; none is stored. The
-    test articles are predicted first, so that `on_test_span` (an agreement gate) can stop a
-    hopeless export before the rest is spent."""
-    predicted = {"test": predict(forward, tokenizer, held_out.test, config, on_test_span)}
-    for name in ("validation", "everyday"):
+    validation), shown beside. `verifier` is for qa_config.json. `_validation_spans` (forced) are for the
+    exact gate's span agreement with a source, `_spans` (test) for the same agreement shown, `_f1` /
+    `_forced_f1` for intervals on a delta; none is stored. The validation articles are predicted first, so
+    that `on_gated_span` (the agreement gate) can stop a hopeless export before the rest is spent."""
+    predicted = {"validation": predict(forward, tokenizer, held_out.validation, config, on_gated_span)}
+    for name in ("test", "everyday"):
         predicted[name] = predict(forward, tokenizer, getattr(held_out, name), config)
     validation = held_out.validation
     labels = np.array([bool(e.answers) for e in validation])
@@ -130,6 +130,7 @@ def measure(forward: Forward, tokenizer, config: QAConfig, held_out: HeldOut,
         "validation_f1": round(checked["metrics"]["overall_f1"], 2),
         "validation_forced_f1": round(checked["forced_metrics"]["HasAns_f1"], 2),
         "_spans": {e.id: test["spans"][e.id] for e in held_out.test if e.answers},
+        "_validation_spans": {e.id: checked["spans"][e.id] for e in validation if e.answers},
         # per question, for paired intervals on a delta against a source (not stored either)
         "_f1": {e.id: squad.score(e, test["predictions"][e.id])[1] for e in held_out.test},
         "_forced_f1": {e.id: squad.score(e, test["spans"][e.id])[1] for e in held_out.test if e.answers},
