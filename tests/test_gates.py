@@ -3,6 +3,7 @@ import pytest
 
 from optimize.evaluate.gates import AgreementBelowGate, AgreementGuard, GateFailed, check, failures, promise_line
 from optimize.evaluate.intervals import delta_text, paired_delta, paired_ratio
+from tests.conftest import requires_squad
 
 
 def test_an_exact_export_is_gated_on_agreeing_with_its_source():
@@ -198,3 +199,19 @@ def test_the_about_tab_states_the_gates_the_build_checks():
     assert f"≥ {gates.exact_agreement_pct:g} %" in about and f"≤ {gates.pruned_perplexity_ratio:g}x" in about
     assert f"≥ {gates.pruned_reading_pct:g} % of the baseline's" in about
     assert "instruction-set score" not in about  # the old, untrue gate for `pruned`
+
+
+@requires_squad()
+def test_a_build_without_its_gated_data_says_so_and_is_gated_again_when_the_data_is_there(monkeypatch, tmp_path):
+    """A machine without ../shared builds what it can measure; its manifest must not claim the validation gates, or the
+    variant would be taken as gated once the data appears."""
+    from optimize.evaluate import squad
+    from optimize.evaluate.gates import gate_inputs
+
+    present = {task: gate_inputs(task)["gated_on"] for task in ("qa", "generation")}
+    monkeypatch.setattr(squad, "DEFAULT_SQUAD_PATH", tmp_path / "absent.json")
+    monkeypatch.setattr(squad, "MORE_DEV_PATH", tmp_path / "absent-more.json")
+    absent = {task: gate_inputs(task)["gated_on"] for task in ("qa", "generation")}
+    assert absent == {"qa": "nothing (SQuAD 2.0 dev data absent)",
+                      "generation": "held-out prompts and the instruction set only (squad-v2-dev-more absent)"}
+    assert all(absent[task] != present[task] for task in absent)  # a different gate input: built and gated again

@@ -218,8 +218,16 @@ def gate_inputs(task: str) -> dict:
     """What a build's manifest records about what its gates read, so that a variant gated before a change
     of gated set is built and measured again (QA moved from the test articles to validation, issue 48;
     generation's perplexity from the QA test articles' paragraphs to the reading set's:
-    experiments/perplexity-on-validation/RULE.md)."""
-    return {"gated_on": "validation articles" if task == "qa" else "reading-set paragraphs (squad-v2-dev-more)"}
+    experiments/perplexity-on-validation/RULE.md). Without that data the build measures less, and says so: a variant
+    built so is built and gated again once the data is there."""
+    from optimize.evaluate import squad
+
+    if task == "qa":
+        gated = "validation articles" if squad.DEFAULT_SQUAD_PATH.exists() else "nothing (SQuAD 2.0 dev data absent)"
+    else:
+        gated = ("reading-set paragraphs (squad-v2-dev-more)" if squad.MORE_DEV_PATH.exists() else
+                 "held-out prompts and the instruction set only (squad-v2-dev-more absent)")
+    return {"gated_on": gated}
 
 
 def _qa_drops(metrics: dict, allowed: float, reference: str) -> list[str]:
