@@ -4,7 +4,9 @@ record, the reference cache), and where the records disagree with what was measu
 
 A fresh machine's first build reads records measured elsewhere (ARCHITECTURE.md, "Records") to
 start within minutes; this is the check that those records still describe the artifacts here.
-Minutes per variant on 2 cores (reading comprehension decodes hundreds of answers per model)."""
+Minutes per variant on 2 cores (reading comprehension decodes hundreds of answers per model). The sources'
+QA measures it makes are kept in <artifacts>/verify-cache for later verify runs on this machine (measured
+here, never a record from elsewhere); delete that folder to measure them again."""
 from __future__ import annotations
 
 import contextlib
