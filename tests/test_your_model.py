@@ -113,3 +113,22 @@ def test_your_decoder_gets_four_variants_that_generate_through_the_app(architect
         for variant in ("baseline", "optimized", "pruned", "pruned-optimized"):
             result = client.predict("Tell me about pigs.", variant, 4, api_name="/generate")
             assert result["new_tokens"] >= 1 and isinstance(result["text"], str), result
+
+
+def test_a_pruned_model_recovers_on_no_article_that_then_validates_it(tmp_path):
+    """The build gates your pruned model (and fits its verifier and threshold) on the validation articles of its
+    baseline's split: recovery may train on that split's training articles only (it trained on articles 0-11,
+    three of the four validation articles among them)."""
+    from models.catalog import PruneSpec
+    from optimize.evaluate import squad
+    from optimize.evaluate.accuracy import threshold_split
+    from optimize.train.finetune_qa import training_examples
+    from optimize.train.recover_qa import recovery_train_config
+
+    baseline = tiny_encoder(tmp_path / "bert", "bert", seed=1)
+    config = recovery_train_config(baseline, tmp_path / "out", PruneSpec())
+    gated = threshold_split(baseline)
+    articles = squad.load_articles(config.data)
+    validating = {articles[i]["title"] for i in gated.validation + gated.test}
+    taught = {example.article for example in training_examples(config, articles)}
+    assert validating and not taught & validating

@@ -56,6 +56,17 @@ def distil_loss_fn(teacher, recovery: EncoderRecoveryConfig):
     return loss_fn
 
 
+def recovery_train_config(baseline_dir: Path, output: Path, spec):
+    """One epoch of the recovery budget on the dev file's training articles of the split the build will gate the
+    pruned model on (`threshold_split`: its verifier, threshold and promise are read on that split's validation
+    articles, so none of them may teach it), or on `spec.data` (another file: every article trains)."""
+    from optimize.evaluate.accuracy import threshold_split
+    from optimize.train.finetune_qa import TrainConfig
+
+    where = {"data": Path(spec.data), "extra_data": ()} if spec.data else {"split": threshold_split(baseline_dir)}
+    return TrainConfig(output=output, epochs=1, answerable_first_epochs=0, warmup_ratio=0.1, **where)
+
+
 def prune_and_recover(baseline_dir: Path, output: Path, spec, progress=log.info) -> dict:
     """A user's model (`spec`: models.catalog.PruneSpec, shares of heads and FFN neurons kept):
     prune it, distil it from itself for `spec.recovery_steps` steps on the shared training articles
@@ -64,11 +75,10 @@ def prune_and_recover(baseline_dir: Path, output: Path, spec, progress=log.info)
 
     from optimize.evaluate import squad
     from optimize.prune.encoder import PruneConfig, encoder_layers, head_count, layout, module
-    from optimize.train.finetune_qa import TrainConfig, training_examples, training_features
+    from optimize.train.finetune_qa import training_examples, training_features
     from optimize.train.loop import fit, seed_everything
 
-    train_config = TrainConfig(output=output, epochs=1, answerable_first_epochs=0, warmup_ratio=0.1,
-                               **({"data": Path(spec.data), "extra_data": ()} if spec.data else {}))
+    train_config = recovery_train_config(baseline_dir, output, spec)
     seed_everything(train_config.seed)
     tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
     examples = training_examples(train_config, squad.load_articles(train_config.data))
