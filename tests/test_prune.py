@@ -10,6 +10,7 @@ from models import qa
 from models.runners import load_runner
 from optimize.build import build_onnx
 from optimize.prune.encoder import PruneConfig, importance, prune
+from tests.conftest import requires_squad
 from tests.tiny import tiny_llama, tiny_preset
 
 
@@ -249,6 +250,24 @@ def test_recovery_prompts_never_reuse_a_heldout_prompt_or_topic():
     words = [set(re.findall(r"[a-z]+", p.lower())) for p in PROMPTS]  # "the internet" shares "internet"
     reused = [t for t in TOPICS if any(set(re.findall(r"[a-z]+", t.lower())) - {"the"} <= w for w in words)]
     assert not reused
+
+
+@requires_squad()
+def test_decoder_recovery_texts_never_hold_a_paragraph_of_the_reading_validation_or_test_articles():
+    """Articles 9-12 of the dev file choose decoder recoveries on reading comprehension (experiments/), 13-15 are
+    the QA test articles: a recovery that distils on their paragraphs would be chosen on what it was taught."""
+    from models.sources import minilm_path
+    from optimize.evaluate import squad
+    from optimize.train.recover_decoder import recovery_texts
+    from tests.tiny import CHAT_TEMPLATE
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+    tokenizer.chat_template = CHAT_TEMPLATE
+    texts = {tokenizer.decode(t[0], skip_special_tokens=True) for t in recovery_texts(tokenizer, 512)}
+    split = squad.WIDE_VALIDATION
+    held = {tokenizer.decode(tokenizer(e.context).input_ids[:512], skip_special_tokens=True)
+            for e in squad.examples(squad.load_articles(), split.validation + split.test)}
+    assert texts and not texts & held
 
 
 COMMON_WORDS = {"the", "a", "of", "in", "and"}

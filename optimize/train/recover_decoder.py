@@ -114,7 +114,7 @@ def recovery_texts(tokenizer, max_tokens: int) -> list[torch.Tensor]:
     from optimize.evaluate import squad
 
     articles = squad.load_articles()
-    data = squad.examples(articles, squad.ArticleSplit().train)
+    data = squad.examples(articles, squad.WIDE_VALIDATION.train)  # 9-12 validate reading: they never teach
     paragraphs = list(dict.fromkeys(e.context for e in data))
     questions = {e.context: e.question for e in data}
     texts = [tokenizer(p, return_tensors="pt").input_ids[:, :max_tokens] for p in paragraphs]
@@ -142,7 +142,7 @@ def teacher_chat_set(teacher, tokenizer, baseline_dir: Path) -> list[torch.Tenso
     from optimize.evaluate.records import content_key, reference_cache
     from optimize.prompts import prompts
 
-    questions = [e.question for e in squad.examples(squad.load_articles(), squad.ArticleSplit().train) if e.answers]
+    questions = [e.question for e in squad.examples(squad.load_articles(), squad.WIDE_VALIDATION.train) if e.answers]
     asked = prompts(questions)
     cached = reference_cache(baseline_dir, f"teacher-chats-{content_key(asked)}", lambda: {
         "sequences": [chat[0].tolist() for chat in teacher_chats(teacher, tokenizer, asked)]})
