@@ -25,12 +25,13 @@ with a note "the model rates this unanswerable (answerability …)". Tick "Allow
 score is not above its threshold. The score comes from a small verifier each variant fits on four
 held-out validation articles (1,563 questions), with its threshold: a logistic regression over the
 null margin (the best span's score minus the null score, in logit units), the null score, and
-what the question names that the context never mentions (a name, a number, its content words).
+what the question names that the context never mentions (a name, a number, its content words), and
+whether it is negated.
 
 **Long contexts.** A context longer than one 384-token window is read as overlapping windows (128
 tokens shared), each run at its own length, and the best span over all of them wins. Model time
 grows with the windows; the Benchmarks tab gives every variant's latency and speedup at one, two
-and three windows, measured side by side.
+and four windows, measured side by side.
 
 **Accuracy is measured, not assumed.** QA, two ways, on SQuAD 2.0 articles never used in
 training: SQuAD 2.0 EM/F1 (overall, answerable, unanswerable) with each variant's own fitted

@@ -46,7 +46,7 @@ def _report(task: str) -> None:
     lengths = load_length_table(task)
     if not lengths.empty:
         gr.Markdown("Latency by context length (p50; speedup over the baseline at the same length): "
-                    "a paragraph longer than one window runs as two or three.")
+                    "a paragraph longer than one window runs as two or more.")
         gr.Dataframe(lengths, interactive=False, wrap=True)
     chart = report_chart(task)
     if chart:

@@ -32,7 +32,7 @@ GENERATION_PROMPT = "Write a short story about a robot who learns to bake bread.
 @dataclass(frozen=True)
 class ReportConfig:
     qa_tokens: int = 384
-    qa_longer_tokens: tuple[int, ...] = (550, 1000)  # two and three windows, timed beside the headline
+    qa_longer_tokens: tuple[int, ...] = (550, 1000)  # two and four windows, timed beside the headline
     qa_rounds: int = 30
     qa_longer_rounds: int = 10
     generation_rounds: int = 5
