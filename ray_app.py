@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import os
 import threading
 import time
@@ -110,7 +111,7 @@ class RemoteShowdown:
 
     def __init__(self, replicas, presets: dict[Task, Preset]) -> None:
         self.replicas, self.presets = replicas, presets
-        self._calls, self._lock = 0, threading.Lock()
+        self._calls, self._lock = itertools.count(), threading.Lock()  # what Showdown.run_order reads
 
     def _call(self, method: str, *args):
         response = self.replicas.call.remote(method, args, time.time())

@@ -55,3 +55,12 @@ def test_a_bad_input_is_a_message_from_the_replica_not_a_trace(client):
         client.predict("The second pig worked harder.", "  ", "baseline", api_name="/qa")
     assert "Traceback" not in str(raised.value) and "ray::" not in str(raised.value)
     assert client.predict("The pig.", "Who?", "baseline", api_name="/qa")["replica"]
+
+
+def test_the_ingress_rotates_the_run_order_as_the_showdown_does():
+    """The UI's generation click asks the ingress for the order (ui/tasks.py): the same rotation as Showdown's."""
+    from ray_app import RemoteShowdown
+
+    ingress = RemoteShowdown(replicas=None, presets={})
+    firsts = [ingress.run_order(["baseline", "optimized", "pruned"])[0] for _ in range(3)]
+    assert sorted(firsts) == ["baseline", "optimized", "pruned"]
