@@ -137,6 +137,32 @@ def test_smoothquant_moves_activation_range_into_weights_without_changing_the_mo
     assert gains[5] / gains.median() < 40.0 / original.model.layers[0].input_layernorm.weight.abs().median()
 
 
+@pytest.mark.parametrize("model_type, overrides", [("qwen2", {}), ("llama", {"attention_bias": True, "mlp_bias": True})])
+def test_smoothquant_keeps_the_model_where_projections_have_biases(tmp_path, model_type, overrides):
+    """A row that carries 1/s carries its bias too (Qwen2's v_proj, a Llama with biases): in fp32 nothing changes."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from models.runners import load_causal_lm
+    from optimize.quantize.smooth import smooth_attention, smooth_mlps
+    from tests.tiny import tiny_decoder
+
+    directory = tiny_decoder(tmp_path / model_type, model_type, **overrides)
+    original, tokenizer = load_causal_lm(directory), AutoTokenizer.from_pretrained(directory)
+    biases = {name: torch.randn_like(b) for name, b in original.named_parameters() if name.endswith(".bias")}
+    assert any(".v_proj." in name for name in biases)
+    with torch.no_grad():
+        for name, parameter in original.named_parameters():
+            if name in biases:
+                parameter.copy_(biases[name])
+    smoothed = load_causal_lm(directory)
+    smoothed.load_state_dict(original.state_dict())
+    smoothed = smooth_attention(smooth_mlps(smoothed, tokenizer), tokenizer)
+    ids = generation.preprocess(tokenizer, "Hello there friend")
+    with torch.inference_mode():
+        np.testing.assert_allclose(smoothed(ids).logits, original(ids).logits, atol=1e-4)
+
+
 @pytest.mark.parametrize("block_size", [16, 128])  # 128: longer than the tiny model's rows
 def test_int8_sensitive_layers_keep_fp32_attention(tiny_llama_dir, tmp_path, block_size):
     """optimize/prune/sensitivity.py emulates INT8 attention one layer at a time, in the recipe's blocks: a

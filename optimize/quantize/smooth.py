@@ -28,6 +28,8 @@ def smooth_mlps(model, tokenizer, alpha: float = 0.5):
             mlp.up_proj.weight.mul_(scale)
             scale = _scale(peaks["down_proj"][index], mlp.down_proj.weight.abs().amax(0), alpha)
             mlp.up_proj.weight.div_(scale[:, None])
+            if mlp.up_proj.bias is not None:  # a row carries its bias (Llama's mlp_bias)
+                mlp.up_proj.bias.div_(scale)
             mlp.down_proj.weight.mul_(scale)
     return model
 
@@ -50,6 +52,8 @@ def smooth_attention(model, tokenizer, alpha: float = 0.5):
             o_inputs = peaks["o_proj"][index].view(kv_heads, group, head_dim).amax(1).flatten()
             scale = _scale(o_inputs, o_weights, alpha)
             attn.v_proj.weight.div_(scale[:, None])
+            if attn.v_proj.bias is not None:  # Qwen2's (and attention_bias Llamas') v bias scales with its row
+                attn.v_proj.bias.div_(scale)
             attn.o_proj.weight.mul_(scale.view(kv_heads, 1, head_dim).expand(kv_heads, group, head_dim).flatten())
     return model
 
