@@ -230,7 +230,8 @@ def test_globally_pruned_decoder_has_per_layer_widths_in_pytorch_and_onnx(tmp_pa
     np.testing.assert_allclose(expected, model(ids).logits.detach(), atol=1e-5)
     preset = tiny_preset("generation", tmp_path / "pruned", name="tiny-generation-narrow")
     for recipe, atol in ((OnnxRecipe(quantize=False, exporter="genai-builder"), 1e-3),
-                         (OnnxRecipe(weight_only_bits=8, block_size=16, exporter="genai-builder"), 5e-2)):
+                         (OnnxRecipe(weight_only_bits=8, block_size=16, exporter="genai-builder"), 5e-2),
+                         (OnnxRecipe(weight_only_bits=8, block_size=64, exporter="genai-builder"), 5e-2)):  # the default
         target = build_onnx(preset, "optimized", recipe=recipe, evaluate=False, force=True)
         graph = onnx.load(target / "model.onnx", load_external_data=False).graph
         down = [n for n in graph.node if "/mlp/down_proj/" in n.name]

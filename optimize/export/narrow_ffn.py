@@ -3,9 +3,9 @@
 ONNX Runtime GenAI's model builder reads `intermediate_size` and loads the model with
 transformers, so a globally pruned decoder (optimize/prune/decoder.global_ffn_plan) is
 built zero-padded to its widest layer, then each layer's gate/up/down MatMuls are cut back to
-its real width. The kept neurons come first in every layer and widths are multiples of the
-MatMulNBits block, so the cut drops whole rows (gate, up) and whole blocks (down): the graph
-computes exactly what the narrow PyTorch model does.
+its real width. The kept neurons come first in every layer, so the cut drops whole rows (gate, up) and
+whole blocks (down) past the block holding the last kept neuron, whose padding columns are zero weights
+that K = width leaves unread: the graph computes exactly what the narrow PyTorch model does.
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def narrow(model_path: Path, widths: list[int]) -> None:
         if node.op_type == "MatMulNBits":  # weight [N, K / block, block], scales [N, K / block]
             scales = numpy_helper.to_array(initializers[node.input[2]])
             if projection == "down_proj":
-                blocks = width // attributes["block_size"].i
+                blocks = -(-width // attributes["block_size"].i)  # a last block past `width` holds the padding: K ignores it
                 replace(node.input[1], weight[:, :blocks]), replace(node.input[2], scales[:, :blocks])
                 attributes["K"].i = width
             else:

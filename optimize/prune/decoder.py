@@ -37,7 +37,7 @@ class DecoderPruneConfig:
     max_tokens: int = 256
 
 
-FFN_BLOCK = 16  # kept widths are multiples of the INT8 build's MatMulNBits block, so the graph can be narrowed
+FFN_BLOCK = 16  # kept widths are multiples of 16 (MatMulNBits' smallest block; narrow_ffn cuts any block size)
 
 
 def importance(model, texts: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
