@@ -112,7 +112,7 @@ def _build_onnx(target: BuildTarget, recipe: OnnxRecipe | None, force: bool, pro
     if not strict:
         ladder = ladder[:1]
     lookup = {"prompt_lookup": True} if target.variant.prompt_lookup and preset.task == "generation" else {}
-    target = target.with_inputs(recipes=[asdict(r) for r in ladder], cuda=cuda, **gate_inputs(preset.task), **lookup)
+    target = target.with_inputs(recipes=[asdict(r) for r in ladder], cuda=cuda, **gate_inputs(target.preset.task, evaluate, target.preset.reading_questions), **lookup)
     if target.up_to_date(force, progress):
         return target.directory
     inputs = target.inputs
@@ -287,7 +287,7 @@ def _build_assembled(target: BuildTarget, force: bool, progress: Progress, evalu
     recipe_dir = REPO_ROOT / variant.recipe_dir
     if not (recipe_dir / DELTA_FILE).exists():
         raise FileNotFoundError(f"No pruning plan at {variant.recipe_dir}; run `python -m optimize prune --task {target.preset.task}`.")
-    target = target.with_inputs(recipe_sha256=source_fingerprint(recipe_dir), **gate_inputs(target.preset.task))
+    target = target.with_inputs(recipe_sha256=source_fingerprint(recipe_dir), **gate_inputs(target.preset.task, evaluate, target.preset.reading_questions))
     if target.up_to_date(force, progress):
         return target.directory
     plan = json.loads((recipe_dir / PLAN_FILE).read_text())
@@ -307,7 +307,7 @@ def _build_pruned(target: BuildTarget, force: bool, progress: Progress, evaluate
     from optimize.train import distil_decoder, recover_qa
 
     variant = target.variant
-    target = target.with_inputs(prune=asdict(variant.prune), **gate_inputs(target.preset.task))
+    target = target.with_inputs(prune=asdict(variant.prune), **gate_inputs(target.preset.task, evaluate, target.preset.reading_questions))
     if target.up_to_date(force, progress):
         return target.directory
     with atomic_dir(target.directory) as staging:

@@ -215,3 +215,15 @@ def test_a_build_without_its_gated_data_says_so_and_is_gated_again_when_the_data
     assert absent == {"qa": "nothing (SQuAD 2.0 dev data absent)",
                       "generation": "held-out prompts and the instruction set only (squad-v2-dev-more absent)"}
     assert all(absent[task] != present[task] for task in absent)  # a different gate input: built and gated again
+
+
+@requires_squad()
+def test_a_build_that_measured_less_is_built_and_gated_again_by_one_that_measures_all():
+    """`--no-eval` publishes the first rung unmeasured, and a preset reading fewer questions gates on those: either
+    records it, so a later build that measures all does not take the variant as gated already."""
+    from optimize.evaluate.gates import gate_inputs
+
+    full = {task: gate_inputs(task) for task in ("qa", "generation")}
+    assert all(gate_inputs(task, evaluate=False) != full[task] for task in full)
+    assert gate_inputs("generation", reading_questions=50) != full["generation"]
+    assert "the first 50 reading questions" in gate_inputs("generation", reading_questions=50)["gated_on"]

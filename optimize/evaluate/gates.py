@@ -214,19 +214,22 @@ def beside_reference(metrics: dict, reference: dict) -> dict:
     return {**metrics, **{f"reference_{key}": reference[key] for key in QA_GATED + QA_SHOWN if key in reference}}
 
 
-def gate_inputs(task: str) -> dict:
+def gate_inputs(task: str, evaluate: bool = True, reading_questions: int | None = None) -> dict:
     """What a build's manifest records about what its gates read, so that a variant gated before a change
     of gated set is built and measured again (QA moved from the test articles to validation, issue 48;
     generation's perplexity from the QA test articles' paragraphs to the reading set's:
-    experiments/perplexity-on-validation/RULE.md). Without that data the build measures less, and says so: a variant
-    built so is built and gated again once the data is there."""
+    experiments/perplexity-on-validation/RULE.md). Without that data, without measuring (`--no-eval`) or on fewer
+    reading questions, the build says so: a variant built so is built and gated again by a build that measures all."""
     from optimize.evaluate import squad
 
+    if not evaluate:
+        return {"gated_on": "nothing (built without measuring: --no-eval)"}
     if task == "qa":
         gated = "validation articles" if squad.DEFAULT_SQUAD_PATH.exists() else "nothing (SQuAD 2.0 dev data absent)"
     else:
         gated = ("reading-set paragraphs (squad-v2-dev-more)" if squad.MORE_DEV_PATH.exists() else
                  "held-out prompts and the instruction set only (squad-v2-dev-more absent)")
+        gated += f", the first {reading_questions} reading questions" if reading_questions and squad.MORE_DEV_PATH.exists() else ""
     return {"gated_on": gated}
 
 
