@@ -85,8 +85,14 @@ def test_deploy_says_what_to_do_when_nothing_was_pushed_or_a_name_is_malformed(t
 
 def test_the_workflow_is_a_thin_shell_over_the_module_and_installs_only_huggingface_hub(tmp_path):
     workflow = yaml.safe_load((REPO_ROOT / ".github/workflows/deploy-space.yml").read_text())
-    assert workflow[True] == {"push": {"branches": ["main"]}, "workflow_dispatch": None}  # YAML reads `on` as True
+    # YAML reads `on` as True; a commit of main is deployed only after its ci run passed
+    assert workflow[True] == {"workflow_run": {"workflows": ["ci"], "types": ["completed"], "branches": ["main"]},
+                              "workflow_dispatch": None}
+    assert "workflow_run.conclusion == 'success'" in workflow["jobs"]["deploy"]["if"]
+    ci = yaml.safe_load((REPO_ROOT / ".github/workflows/ci.yml").read_text())
+    assert ci["name"] == "ci"
     steps = workflow["jobs"]["deploy"]["steps"]
+    assert steps[0]["with"]["ref"] == "${{ github.event.workflow_run.head_sha || github.sha }}"
     runs = " ".join(step.get("run", "") for step in steps)
     assert "python -m optimize deploy-space" in runs and "pip install -q \"$(grep -m1 '^huggingface_hub'" in runs
     env = next(step["env"] for step in steps if "env" in step)
