@@ -45,3 +45,18 @@ def test_push_uploads_every_ready_variant_with_card_and_report_and_pull_loads_th
     assert pulled.returncode == 0, pulled.stderr[-3000:]
     assert "QA True" in pulled.stdout and "GEN 3" in pulled.stdout
     assert "'pruned': 'unavailable'" in pulled.stdout
+
+
+def test_a_card_says_what_the_app_says_a_pruned_model_missed_and_that_it_was_pruned(tmp_path):
+    """The committed QA `pruned` misses its promise on validation (issue 48): its card states the miss and the cut."""
+    from models.catalog import default_preset
+    from models.sources import resolve
+    from optimize.publish.push import variant_card
+
+    preset = default_preset("qa")
+    pruned = preset.variant("pruned")
+    missed = ("validation SQuAD 2.0 F1 67.27 is 3.66 below baseline (gate ≤ 3.0)",)
+    card = str(variant_card(preset, pruned, resolve(preset, pruned), None, "org/demo", missed))
+    assert f"**Missed its accuracy gate:** {missed[0]}" in card
+    assert "pruned and distilled from" in card and "(pruned: 4 heads, 512 FFN neurons" in card
+    assert "No report yet" in card
