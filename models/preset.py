@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from models.errors import InputError
+from models.errors import UnknownVariant
 
 Task = Literal["qa", "generation"]
 Runtime = Literal["torch", "onnxruntime"]
@@ -72,7 +72,7 @@ class Preset:
         for variant in self.variants:
             if variant.name == name:
                 return variant
-        raise InputError(f"Unknown variant '{name}' for {self.title}; choose one of {', '.join(v.name for v in self.variants)}.")
+        raise UnknownVariant(f"Unknown variant '{name}' for {self.title}; choose one of {', '.join(v.name for v in self.variants)}.")
 
     def built_dir(self, variant: str) -> Path:
         return artifacts_root() / self.name / variant

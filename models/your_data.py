@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from models.catalog import VARIANTS
-from models.errors import InputError, VariantUnavailable
+from models.errors import InputError, UnknownVariant, VariantUnavailable
 from models.squad_metric import best_of, normalize_answer
 
 FORMATS = ".json (SQuAD), .jsonl or .csv with columns context, question, answer (or answers)"
@@ -229,7 +229,7 @@ def score(answer: Callable[[str, str, str, bool], dict], items: list[Item], vari
                 continue
             try:
                 result = answer(item.context, item.question, variant, allow_no_answer)
-            except VariantUnavailable as error:  # not in this preset, or not ready
+            except (UnknownVariant, VariantUnavailable) as error:  # not in this preset, or not ready
                 errors[variant] = str(error)
                 continue
             except InputError as error:  # this question only

@@ -5,7 +5,7 @@ import json
 import pytest
 from gradio_client import Client, handle_file
 
-from models.errors import InputError
+from models.errors import InputError, UnknownVariant
 from models.your_data import Limits, read_rows, summary_markdown
 
 CONTEXT = "The second little pig worked a little bit harder and built his house out of sticks."
@@ -111,6 +111,8 @@ def test_a_question_one_variant_refuses_is_skipped_for_it_and_said_not_the_rest_
         return {"answer": "sticks", "latency_ms": {"total": 1.0}}
 
     result = score(answer, items, ["baseline", "optimized"], True)
+    assert score(lambda *args: (_ for _ in ()).throw(UnknownVariant("Unknown variant 'pruned'")), items, ["pruned"],
+                 True)["summary"] == [{"variant": "pruned", "questions": 0, "error": "Unknown variant 'pruned'"}]
     for line in result["summary"]:
         assert line["questions"] == 2 and line["skipped"] == "1: row 3: The question is too long (80 tokens; at most 64)."
     assert summary_markdown(result["summary"]).splitlines()[0].endswith("| skipped |")
