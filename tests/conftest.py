@@ -8,7 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gradio_client import Client
+
+# No test reaches past localhost: gradio's version check and launch analytics, and the Hub client's telemetry, are off
+# (set before gradio_client imports huggingface_hub, which reads it once; subprocesses inherit them).
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+from gradio_client import Client  # noqa: E402
 
 from models.catalog import REPO_ROOT
 from tests.tiny import tiny_llama, tiny_preset, tiny_qa

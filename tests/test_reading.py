@@ -33,6 +33,9 @@ def test_every_held_out_answerable_question_is_asked_and_scored_per_question(tmp
     assert scored["questions"] == 4 and set(scored["per_question"]) == {e.id for e in data[:4]}
     assert all(0.0 <= f1 <= 1.0 for f1 in scored["per_question"].values())
     assert scored["reading_f1"] == round(100 * sum(scored["per_question"].values()) / 4, 2)
+    from optimize.evaluate.reading import answer_text
+    for example in data[:4]:  # each question's F1 is the official metric on the reply's answer line
+        assert scored["per_question"][example.id] == squad.score(example, answer_text(scored["answers"][example.id]))[1]
     first = data[0]
     app = generation.generate(runner, PROMPT.format(context=first.context, question=first.question), 16)
     assert scored["answers"][first.id] == app["text"]
