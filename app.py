@@ -8,13 +8,14 @@ import functools
 import json
 import logging
 import os
+import sys
 import warnings
 from pathlib import Path
 
 import gradio as gr
 
 from models.catalog import VARIANTS
-from models.errors import InputError, VariantUnavailable
+from models.errors import ConfigError, InputError, VariantUnavailable
 from models.logs import configure_logging
 from models.machine import describe, slower_here
 from models.reports import REPORTS_DIR, MeasureHere, versions_label
@@ -174,8 +175,19 @@ QUEUE_SIZE = 64
 # nicer than the model thread, and a thread holds the GIL at most this long when another asks:
 # on 2 cores, taking in the next visitor's request otherwise steals cycles from the compute being
 # timed (Showdown.serve_models_first; measured in README "Serving"; 0 turns either off).
-SERVING_NICE = int(os.environ.get("SHOWDOWN_SERVING_NICE", "10"))
-GIL_SWITCH_INTERVAL_S = float(os.environ.get("SHOWDOWN_SWITCH_INTERVAL", "0.0002"))
+
+
+def serving_settings() -> tuple[int, float]:
+    """(nice, GIL switch interval in s): SHOWDOWN_SERVING_NICE (10) and SHOWDOWN_SWITCH_INTERVAL (0.0002), checked."""
+    return _number("SHOWDOWN_SERVING_NICE", "10", int), _number("SHOWDOWN_SWITCH_INTERVAL", "0.0002", float)
+
+
+def _number(variable: str, default: str, kind: type):
+    try:
+        return kind(os.environ.get(variable, default))
+    except ValueError:
+        wanted = "whole number" if kind is int else "number"
+        raise ConfigError(f"{variable}={os.environ[variable]!r} is not a {wanted} (default {default})") from None
 
 
 def serve(showdown: Showdown, measurer: MeasureHere | None = None, **launch_kwargs) -> gr.Blocks:
@@ -186,17 +198,23 @@ def serve(showdown: Showdown, measurer: MeasureHere | None = None, **launch_kwar
     return demo
 
 
-def main() -> None:
+def main() -> int:
     configure_logging()
     # gradio 6.17 reads starlette's renamed 422 constant on every queue join; the warning is its, not ours
     warnings.filterwarnings("ignore", message=".*HTTP_422_UNPROCESSABLE_ENTITY.*")
-    showdown = Showdown.from_environment()
-    showdown.serve_models_first(SERVING_NICE, GIL_SWITCH_INTERVAL_S)
+    try:  # a setting that points at nothing stops the start with one line, before anything is loaded or served
+        showdown = Showdown.from_environment()
+        nice, switch = serving_settings()
+        port = _number("GRADIO_SERVER_PORT", "7860", int)
+    except (ConfigError, InputError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    showdown.serve_models_first(nice, switch)
     if os.environ.get("SHOWDOWN_BUILD", "1") != "0":
         start_background_build(showdown)
-    serve(showdown, server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
-          server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
+    serve(showdown, server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"), server_port=port)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -58,10 +58,10 @@ class ModelReplica:
     """One replica: a Showdown with every variant loaded and warmed before it takes requests."""
 
     def __init__(self, presets: dict[Task, Preset] | None = None) -> None:
-        from app import GIL_SWITCH_INTERVAL_S, SERVING_NICE
+        from app import serving_settings
 
         self.showdown = Showdown(presets=presets) if presets else Showdown.from_environment()
-        self.showdown.serve_models_first(SERVING_NICE, GIL_SWITCH_INTERVAL_S)
+        self.showdown.serve_models_first(*serving_settings())
         for status in self.showdown.variants():
             if status["status"] == "ready":
                 self.showdown.runner(status["task"], status["variant"])

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from models.catalog import artifacts_root
+from models.errors import VariantUnavailable
 
 LIBRARIES = ("torch", "transformers", "optimum", "optimum-onnx", "onnxruntime", "onnx")
 
@@ -179,19 +180,41 @@ def size_bytes(directory: Path, suffixes: tuple[str, ...] = (".safetensors", ".o
 
 @contextlib.contextmanager
 def atomic_dir(target: Path) -> Iterator[Path]:
-    """Build into a staging folder beside `target`; rename into place only when complete."""
+    """Build into a staging folder beside `target`; rename into place only when complete. One process at a time:
+    the app's first-start builder and `optimize build` on the same variant would delete each other's staging."""
     target = Path(target)
     staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    try:
-        yield staging
-    except BaseException:
+    with _building_alone(target):
         shutil.rmtree(staging, ignore_errors=True)
-        raise
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
-    remember_manifest(target)
+        staging.mkdir(parents=True)
+        try:
+            yield staging
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)
+        remember_manifest(target)
+
+
+@contextlib.contextmanager
+def _building_alone(target: Path) -> Iterator[None]:
+    """An exclusive lock on `<target>.lock` (POSIX; elsewhere no lock), released when the build ends or dies."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.with_name(target.name + ".lock"), "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            raise VariantUnavailable(f"{target.name} is being built by another process ({lock.read().strip() or 'pid unknown'}); "
+                                     "wait for it to finish") from None
+        lock.seek(0), lock.truncate(), lock.write(f"pid {os.getpid()}"), lock.flush()
+        yield
 
 
 _fingerprints: dict[tuple, str] = {}  # (folder, its files' names, sizes and mtimes) -> sha256, per process

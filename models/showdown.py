@@ -21,7 +21,7 @@ from pathlib import Path
 
 from models import generation, qa
 from models.catalog import REPO_ROOT, VARIANTS, Preset, Task, all_presets, default_preset, preset, pushed_preset
-from models.errors import InputError, VariantUnavailable
+from models.errors import ConfigError, InputError, VariantUnavailable
 from models.machine import resident_bytes
 from models.recorded import recorded_accuracy
 from models.manifest import built_steps, read_manifest, rejected_recipes, size_bytes, verify
@@ -59,6 +59,19 @@ class _OnModelThread:
         return self._model_thread.submit(self._runner.generate, *args, **kwargs).result()
 
 
+def _preset_from_environment(task: Task) -> Preset:
+    """SHOWDOWN_<TASK>_PRESET, checked: a name that is not a preset of this task is the setting's fault, said as such."""
+    variable = f"SHOWDOWN_{task.upper()}_PRESET"
+    name = os.environ.get(variable, default_preset(task).name)
+    try:
+        chosen = preset(name)
+    except InputError as error:
+        raise ConfigError(f"{variable}={name}: {error}") from None
+    if chosen.task != task:
+        raise ConfigError(f"{variable}={name}: a {chosen.task} preset, not a {task} one")
+    return chosen
+
+
 @dataclass
 class Showdown:
     presets: dict[str, Preset]  # task -> preset
@@ -79,10 +92,7 @@ class Showdown:
         from the Hub repos written by `optimize push` (SHOWDOWN_HUB_PREFIX=ORG/NAME)."""
         if prefix := os.environ.get("SHOWDOWN_HUB_PREFIX"):
             return cls(presets={task: pushed_preset(prefix, task) for task in ("qa", "generation")})
-        return cls(presets={
-            "qa": preset(os.environ.get("SHOWDOWN_QA_PRESET", default_preset("qa").name)),
-            "generation": preset(os.environ.get("SHOWDOWN_GENERATION_PRESET", default_preset("generation").name)),
-        })
+        return cls(presets={task: _preset_from_environment(task) for task in ("qa", "generation")})
 
     def preset(self, task: Task) -> Preset:
         if task not in self.presets:

@@ -3,6 +3,9 @@ optimize/commands/ with its own options; `python -m optimize <command> --help` l
 from __future__ import annotations
 
 import argparse
+import errno
+import os
+import sys
 
 from optimize.commands import COMMANDS
 
@@ -18,7 +21,27 @@ def main(argv: list[str] | None = None) -> int:
     from models.logs import configure_logging
 
     configure_logging()
-    return runs[args.command](args) or 0
+    try:
+        return runs[args.command](args) or 0
+    except BaseException as error:
+        message = user_message(error)
+        if message is None or os.environ.get("SHOWDOWN_DEBUG") == "1":
+            raise
+        print(f"error: {message}", file=sys.stderr)
+        return 2
+
+
+def user_message(error: BaseException) -> str | None:
+    """What a user's mistake or their machine's state (a path, a value, a full disk, a build running elsewhere) gets:
+    one line with the fix, not a traceback (SHOWDOWN_DEBUG=1 shows it). None: a fault of ours, raised as it is."""
+    from models.errors import ConfigError, InputError, VariantUnavailable
+    from optimize.evaluate.gates import GateFailed
+
+    if isinstance(error, (InputError, ConfigError, VariantUnavailable, GateFailed, FileNotFoundError)):
+        return str(error)
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        return f"no space left on the device ({error.filename or 'disk full'}): free some and run it again"
+    return None
 
 
 if __name__ == "__main__":

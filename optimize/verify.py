@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -138,9 +139,14 @@ def run(tasks: list[Task], output: Path = REPORTS_DIR, variants: tuple[str, ...]
         unknown = sorted(set(variants) - {spec.name for spec in preset.variants})
         if unknown:
             print(f"error: {preset.name} has no variant {', '.join(unknown)} "
-                  f"(its variants: {', '.join(spec.name for spec in preset.variants)})")
+                  f"(its variants: {', '.join(spec.name for spec in preset.variants)})", file=sys.stderr)
             return 2
         findings = verify_preset(preset, print, variants)
+        if not findings:  # nothing built with its gates measured: no report of nothing, and never a pass
+            print(f"error: nothing of {preset.name} to verify: build it first "
+                  f"(python -m optimize build --task {task} --variant optimized …)", file=sys.stderr)
+            failed = True
+            continue
         text = markdown(task, preset, findings, variants)
         output.mkdir(parents=True, exist_ok=True)
         stem = "-".join((f"verify-{task}", *variants))

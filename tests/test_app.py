@@ -106,3 +106,20 @@ def test_http_api_answers_like_gradio_client(client, app_url):
         assert (result["answer"], result["start"], result["end"]) == (expected["answer"], expected["start"], expected["end"])
         with pytest.raises(RuntimeError, match="error"):
             http_api_call(http, "qa", [SEED, "   ", "baseline", False])
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"SHOWDOWN_QA_PRESET": "nosuch"}, "error: SHOWDOWN_QA_PRESET=nosuch: Unknown preset 'nosuch'"),
+    ({"SHOWDOWN_QA_PRESET": "generation-smollm2"}, "error: SHOWDOWN_QA_PRESET=generation-smollm2: a generation preset, not a qa one"),
+    ({"SHOWDOWN_SERVING_NICE": "ten"}, "error: SHOWDOWN_SERVING_NICE='ten' is not a whole number (default 10)"),
+])
+def test_a_setting_that_points_at_nothing_stops_the_start_with_one_line(setting, message):
+    import os
+    import subprocess
+    import sys
+
+    from models.catalog import REPO_ROOT
+
+    done = subprocess.run([sys.executable, "app.py"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "SHOWDOWN_BUILD": "0", **setting})
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]

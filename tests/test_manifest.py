@@ -38,3 +38,37 @@ def test_built_steps_read_the_rejected_recipes_of_manifests_written_before_gates
            "metrics": {"rejected_recipes": [{"recipe": recipe, "missed": missed}]}}
     assert built_steps(old) == ("export-onnx → graph-optimize (level 2); rejected dynamic INT8 per channel, fp32 "
                                 "ffn_output: agrees with its PyTorch source on 93.0% of QA answers (gate ≥ 98.0%)")
+
+
+def test_a_variant_folder_is_built_by_one_process_at_a_time(tmp_path):
+    """The app's first-start builder and `optimize build` on the same variant deleted each other's staging folder:
+    the second build now stops at once with a message naming the first, and builds once the first is done."""
+    import pytest
+
+    from models.errors import VariantUnavailable
+    from models.manifest import atomic_dir
+
+    target = tmp_path / "preset" / "optimized"
+    with atomic_dir(target) as staging:
+        (staging / "model.onnx").write_text("first")
+        with pytest.raises(VariantUnavailable, match=r"optimized is being built by another process \(pid \d+\)"):
+            with atomic_dir(target):
+                pass
+        assert (staging / "model.onnx").exists()  # the first build's staging is untouched
+    with atomic_dir(target) as staging:
+        (staging / "model.onnx").write_text("second")
+    assert (target / "model.onnx").read_text() == "second"
+
+
+def test_the_offline_commands_turn_a_users_mistake_into_one_line(tmp_path, capsys):
+    """A path that is not there, a malformed value: `error: …` with the fix and exit status 2, never a traceback."""
+    from optimize.__main__ import main
+
+    assert main(["bench", "--render", "--output", str(tmp_path)]) == 2
+    assert f"error: no {tmp_path / 'bench.json'} to render: run `python -m optimize bench` first" in capsys.readouterr().err
+    assert main(["push", "--repo-prefix", "noslash"]) == 2
+    assert "error: --repo-prefix must look like ORG/NAME, not 'noslash'" in capsys.readouterr().err
+    assert main(["build", "--model", str(tmp_path / "nowhere" / "mymodel"), "--task", "qa"]) == 2
+    assert "is neither a model folder (with a config.json) nor a Hub id" in capsys.readouterr().err
+    from models.user_presets import catalog_path
+    assert not catalog_path().exists() or "mymodel" not in catalog_path().read_text()  # nothing written

@@ -73,4 +73,10 @@ def test_verify_measures_only_the_variants_named_and_says_when_one_cannot_be(mon
     assert verify.run(["generation"], tmp_path, ("pruned-optimized",)) == 1  # named, not built: not verified
     assert "not verified" in (tmp_path / "verify-generation-pruned-optimized.md").read_text()
     assert verify.run(["generation"], tmp_path, ("optimised",)) == 2
-    assert "has no variant optimised" in capsys.readouterr().out
+    assert "has no variant optimised" in capsys.readouterr().err
+    # nothing built at all: an error, and the whole-preset report of an earlier run is not overwritten by an empty one
+    unbuilt.update({"optimized"})
+    (tmp_path / "verify-generation.md").write_text("earlier report")
+    assert verify.run(["generation"], tmp_path) == 1
+    assert "nothing of probe to verify" in capsys.readouterr().err
+    assert (tmp_path / "verify-generation.md").read_text() == "earlier report"

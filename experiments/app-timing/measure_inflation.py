@@ -68,8 +68,8 @@ def measure(showdown: Showdown, task: str, variant: str, tokens: int, rounds: in
         served = lambda: showdown.generate(prompt, variant, config.new_tokens)["latency_ms"][part]  # noqa: E731
         api = ("generate", [prompt, variant, config.new_tokens])
     port = free_port()
-    from app import GIL_SWITCH_INTERVAL_S, SERVING_NICE
-    showdown.serve_models_first(SERVING_NICE, GIL_SWITCH_INTERVAL_S)  # as `python app.py` serves
+    from app import serving_settings
+    showdown.serve_models_first(*serving_settings())  # as `python app.py` serves
     demo = serve(showdown, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}/", timeout=120) as http:

@@ -45,7 +45,7 @@ def wikipedia_context(tokenizer, tokens: int) -> str:
 def main() -> None:
     import httpx
 
-    from app import GIL_SWITCH_INTERVAL_S, SERVING_NICE, serve
+    from app import serve, serving_settings
     from optimize.bench.app_timing import free_port, http_api_call
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--ways", default="in-process,showdown,app")
     args = parser.parse_args()
     showdown = Showdown(presets={"qa": default_preset("qa")})
-    showdown.serve_models_first(SERVING_NICE, GIL_SWITCH_INTERVAL_S)
+    showdown.serve_models_first(*serving_settings())
     runners = {v: showdown.runner("qa", v) for v in VARIANTS}
     tokenizer = runners["baseline"].tokenizer
     port = free_port()

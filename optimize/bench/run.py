@@ -366,6 +366,8 @@ def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "ge
 def render(output: Path = REPORTS_DIR) -> Bench:
     """The ratios and the table again from the rows of `output`/bench.json, timing nothing: after a change to how
     rows are compared, the last run reads under the new rule (its date and rows unchanged)."""
+    if not (output / "bench.json").exists():
+        raise FileNotFoundError(f"no {output / 'bench.json'} to render: run `python -m optimize bench` first")
     stored = json.loads((output / "bench.json").read_text())
     return _written(Bench(**{**stored, "results": [Result(**r) for r in stored["results"]]}), output)
 

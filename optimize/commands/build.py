@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
+from models.errors import InputError
 from models.preset import PruneSpec
 from optimize.commands.common import config_flags, config_from
 
@@ -69,6 +71,10 @@ def _build_model(args) -> int:
     from optimize.build import build_preset
 
     spec = config_from(args, PruneSpec, PRUNE_FLAGS)
+    model = Path(args.model).expanduser()
+    looks_like_a_path = args.model.startswith((".", "/", "~")) or args.model.count("/") != 1 or model.exists()
+    if looks_like_a_path and not (model / "config.json").exists():  # before anything is written to the catalog
+        raise InputError(f"{args.model} is neither a model folder (with a config.json) nor a Hub id (ORG/NAME)")
     added = add_preset(args.model, args.task, args.name, args.revision, spec, args.reading_questions,
                        built_in=[preset.name for preset in PRESETS])
     print(f"preset '{added.name}' written to {catalog_path()}")

@@ -14,6 +14,7 @@ from pathlib import Path
 from huggingface_hub import CommitOperationAdd, HfApi, ModelCard, ModelCardData
 
 from models.catalog import Preset, Variant
+from models.errors import InputError
 from models.reports import REPORTS_DIR, Report
 from models.showdown import Showdown
 
@@ -78,7 +79,7 @@ python -m optimize report
 def push(prefix: str, showdown: Showdown | None = None, private: bool = False, token: str | None = None) -> list[str]:
     """Upload every ready variant of the app's presets; returns the repo ids written."""
     if "/" not in prefix:
-        raise ValueError("--repo-prefix must look like ORG/NAME")
+        raise InputError(f"--repo-prefix must look like ORG/NAME, not {prefix!r}")
     showdown = showdown or Showdown.from_environment()
     api = HfApi(token=token)
     pushed = []
