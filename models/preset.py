@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from models.errors import UnknownVariant
+from models.errors import InputError, UnknownVariant
 
 Task = Literal["qa", "generation"]
 Runtime = Literal["torch", "onnxruntime"]
@@ -42,6 +42,13 @@ class PruneSpec:
     layers_dropped: int = 0  # whole layers removed, those whose absence costs the least
     recovery_steps: int = 300  # distillation steps from the baseline on the shared SQuAD training articles
     data: str | None = None  # your own SQuAD-format JSON instead
+
+    def __post_init__(self) -> None:  # a share above 1 silently meant no pruning at all
+        if not (0 < self.heads_kept <= 1 and 0 < self.ffn_kept <= 1):
+            raise InputError(f"heads and FFN shares kept are in (0, 1]; got {self.heads_kept} and {self.ffn_kept}")
+        if self.layers_dropped < 0 or self.recovery_steps < 1:
+            raise InputError(f"layers dropped must be ≥ 0 and recovery steps ≥ 1; got {self.layers_dropped} and "
+                             f"{self.recovery_steps}")
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, fields
 from pathlib import Path
 
+from models.errors import ConfigError, InputError
 from models.preset import Preset, PruneSpec, Source, Task, Variant, artifacts_root, optimized_variant
-from models.errors import InputError
 
 FORMAT = 1
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -39,14 +39,26 @@ def _read() -> list[dict]:
     path = catalog_path()
     if not path.exists():
         return []
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path} is not valid YAML ({str(error).splitlines()[0]}); fix it or delete it "
+                          "(`python -m optimize build --model` writes it again)") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} holds no mapping with format and presets; fix it or delete it")
     if data.get("format") != FORMAT:
         raise InputError(f"{path} has format {data.get('format')!r}; this version reads format {FORMAT}.")
     return list(data.get("presets") or [])
 
 
 def user_presets() -> tuple[Preset, ...]:
-    return tuple(_preset(entry) for entry in _read())
+    entries = _read()
+    for number, entry in enumerate(entries, 1):  # a hand edit is named where it broke, before anything reads it
+        missing = [key for key in ("name", "task", "model") if not isinstance(entry, dict) or key not in entry]
+        if missing or entry["task"] not in ("qa", "generation"):
+            raise ConfigError(f"{catalog_path()}: preset {number} needs name, task (qa or generation) and model"
+                              + (f"; it lacks {', '.join(missing)}" if missing else f"; its task is {entry['task']!r}"))
+    return tuple(_preset(entry) for entry in entries)
 
 
 def _preset(entry: dict) -> Preset:

@@ -70,3 +70,21 @@ def test_missing_local_weights_are_unavailable_with_the_command(tmp_path):
     p = Preset("x", "qa", "x", (Variant("baseline", "torch", Source("local", str(tmp_path / "none"))),))
     with pytest.raises(VariantUnavailable, match="train-qa"):
         resolve(p, p.variant("baseline"))
+
+
+@pytest.mark.parametrize("catalog, message", [
+    ("format: 1\npresets: [{name: mine, model: ./m}]\n", "preset 1 needs name, task (qa or generation) and model; it lacks task"),
+    ("format: 1\npresets: [{name: mine, task: vision, model: ./m}]\n", "its task is 'vision'"),
+    ("format: 1\npresets: [unclosed\n", "is not valid YAML"),
+])
+def test_a_hand_edited_catalog_is_named_where_it_broke(tmp_path, monkeypatch, capsys, catalog, message):
+    """The user catalog (<artifacts>/catalog.yaml) is read by every command and by the app: a broken entry is one
+    line naming the file and the entry, not a KeyError or a YAML traceback."""
+    from models.user_presets import FORMAT
+    from optimize.__main__ import main
+
+    monkeypatch.setenv("SHOWDOWN_ARTIFACTS", str(tmp_path))
+    (tmp_path / "catalog.yaml").write_text(catalog.replace("format: 1", f"format: {FORMAT}"))
+    assert main(["build", "--task", "qa", "--preset", "qa-minilm-squad2", "--no-eval"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {tmp_path / 'catalog.yaml'}" in err and message in err and "Traceback" not in err

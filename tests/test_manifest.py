@@ -72,3 +72,10 @@ def test_the_offline_commands_turn_a_users_mistake_into_one_line(tmp_path, capsy
     assert "is neither a model folder (with a config.json) nor a Hub id" in capsys.readouterr().err
     from models.user_presets import catalog_path
     assert not catalog_path().exists() or "mymodel" not in catalog_path().read_text()  # nothing written
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    assert main(["build", "--model", str(model), "--task", "qa", "--heads-kept", "5"]) == 2
+    assert "heads and FFN shares kept are in (0, 1]; got 5.0 and 0.67" in capsys.readouterr().err
+    assert main(["build", "--model", str(model), "--task", "generation", "--reading-questions", "-5"]) == 2
+    assert "--reading-questions must be at least 1 (got -5)" in capsys.readouterr().err

@@ -71,6 +71,8 @@ def _build_model(args) -> int:
     from optimize.build import build_preset
 
     spec = config_from(args, PruneSpec, PRUNE_FLAGS)
+    if args.reading_questions is not None and args.reading_questions < 1:
+        raise InputError(f"--reading-questions must be at least 1 (got {args.reading_questions}); leave it out for all")
     model = Path(args.model).expanduser()
     looks_like_a_path = args.model.startswith((".", "/", "~")) or args.model.count("/") != 1 or model.exists()
     if looks_like_a_path and not (model / "config.json").exists():  # before anything is written to the catalog

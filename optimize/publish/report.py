@@ -79,6 +79,9 @@ def measure_task(showdown: Showdown, task: str, config: ReportConfig) -> Report:
             runners[variant] = showdown.runner(task, variant)
         except VariantUnavailable as error:
             log.info("%s/%s skipped: %s", task, variant, error)
+    if not runners:
+        raise VariantUnavailable(f"no variant of {showdown.preset(task).name} loads: build them first "
+                                 f"(python -m optimize build --task {task} --variant …)")
     tokenizer = next(iter(runners.values())).tokenizer  # every variant of a preset shares its baseline's
     if task == "qa":
         context = qa_context(tokenizer, config.qa_tokens)
