@@ -14,6 +14,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from models import runners, settings
 from models.catalog import VARIANTS
 from models.errors import ConfigError, InputError, VariantUnavailable
 from models.logs import configure_logging
@@ -179,15 +180,8 @@ QUEUE_SIZE = 64
 
 def serving_settings() -> tuple[int, float]:
     """(nice, GIL switch interval in s): SHOWDOWN_SERVING_NICE (10) and SHOWDOWN_SWITCH_INTERVAL (0.0002), checked."""
-    return _number("SHOWDOWN_SERVING_NICE", "10", int), _number("SHOWDOWN_SWITCH_INTERVAL", "0.0002", float)
-
-
-def _number(variable: str, default: str, kind: type):
-    try:
-        return kind(os.environ.get(variable, default))
-    except ValueError:
-        wanted = "whole number" if kind is int else "number"
-        raise ConfigError(f"{variable}={os.environ[variable]!r} is not a {wanted} (default {default})") from None
+    return (settings.number("SHOWDOWN_SERVING_NICE", 10, int, minimum=0),
+            settings.number("SHOWDOWN_SWITCH_INTERVAL", 0.0002, float, minimum=0))
 
 
 def serve(showdown: Showdown, measurer: MeasureHere | None = None, **launch_kwargs) -> gr.Blocks:
@@ -205,12 +199,14 @@ def main() -> int:
     try:  # a setting that points at nothing stops the start with one line, before anything is loaded or served
         showdown = Showdown.from_environment()
         nice, switch = serving_settings()
-        port = _number("GRADIO_SERVER_PORT", "7860", int)
+        port = settings.number("GRADIO_SERVER_PORT", 7860, int, minimum=0)
+        build = settings.flag("SHOWDOWN_BUILD", True)
+        runners.cpu_threads(), runners.prompt_lookup(), runners.wanted_device()  # read later, by every load
     except (ConfigError, InputError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     showdown.serve_models_first(nice, switch)
-    if os.environ.get("SHOWDOWN_BUILD", "1") != "0":
+    if build:
         start_background_build(showdown)
     serve(showdown, server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"), server_port=port)
     return 0

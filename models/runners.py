@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from models import settings
 from models.answerability import Verifier
 from models.catalog import Runtime, Task
 from models.errors import VariantUnavailable
@@ -27,20 +28,24 @@ ONNX_FILE = "model.onnx"
 
 
 def cpu_threads() -> int:
-    return int(os.environ.get("SHOWDOWN_THREADS", os.cpu_count() or 1))
+    return settings.number("SHOWDOWN_THREADS", os.cpu_count() or 1, int, minimum=1)
 
 
 def prompt_lookup() -> bool | None:
     """SHOWDOWN_PROMPT_LOOKUP=1 / =0: exact prompt lookup on / off for every ONNX decoder; unset (None): each
     variant decodes as its build saved (models/decoding.DecodingConfig)."""
-    return {"1": True, "0": False}.get(os.environ.get("SHOWDOWN_PROMPT_LOOKUP", ""))
+    return settings.flag("SHOWDOWN_PROMPT_LOOKUP")
+
+
+def wanted_device() -> str:
+    """SHOWDOWN_DEVICE: auto (the GPU when there is one), cpu, or cuda."""
+    return settings.choice("SHOWDOWN_DEVICE", ("auto", "cpu", "cuda"), "auto")
 
 
 def torch_device() -> torch.device:
     """Where the PyTorch variants run: the GPU when there is one (in fp16, as the ONNX variants get
     FP16 there), unless SHOWDOWN_DEVICE=cpu."""
-    wanted = os.environ.get("SHOWDOWN_DEVICE", "auto")
-    return torch.device("cuda" if wanted != "cpu" and torch.cuda.is_available() else "cpu")
+    return torch.device("cuda" if wanted_device() != "cpu" and torch.cuda.is_available() else "cpu")
 
 
 @dataclass
@@ -191,7 +196,7 @@ def providers() -> list[str]:
     import onnxruntime
 
     available = onnxruntime.get_available_providers()
-    wanted = ("CPUExecutionProvider",) if os.environ.get("SHOWDOWN_DEVICE") == "cpu" else ("CUDAExecutionProvider", "CPUExecutionProvider")
+    wanted = ("CPUExecutionProvider",) if wanted_device() == "cpu" else ("CUDAExecutionProvider", "CPUExecutionProvider")
     return [p for p in wanted if p in available]
 
 
@@ -203,7 +208,7 @@ def _load_onnx(task: Task, path: Path, device: str | None = None, lookup: bool =
         raise VariantUnavailable(f"{path} has no {ONNX_FILE}")
     provider = "CPUExecutionProvider" if device == "cpu" else providers()[0]
     if task == "qa":
-        return OnnxQA(Path(path), session_options(), provider, cuda_graph=os.environ.get("SHOWDOWN_CUDA_GRAPH", "1") != "0")
+        return OnnxQA(Path(path), session_options(), provider, cuda_graph=settings.flag("SHOWDOWN_CUDA_GRAPH", True))
     return OnnxCausalLM(Path(path), session_options, provider, filled=lookup)
 
 

@@ -111,7 +111,9 @@ def test_http_api_answers_like_gradio_client(client, app_url):
 @pytest.mark.parametrize("setting, message", [
     ({"SHOWDOWN_QA_PRESET": "nosuch"}, "error: SHOWDOWN_QA_PRESET=nosuch: Unknown preset 'nosuch'"),
     ({"SHOWDOWN_QA_PRESET": "generation-smollm2"}, "error: SHOWDOWN_QA_PRESET=generation-smollm2: a generation preset, not a qa one"),
-    ({"SHOWDOWN_SERVING_NICE": "ten"}, "error: SHOWDOWN_SERVING_NICE='ten' is not a whole number (default 10)"),
+    ({"SHOWDOWN_SERVING_NICE": "ten"}, "error: SHOWDOWN_SERVING_NICE='ten': use a whole number ≥ 0 (default 10)"),
+    ({"SHOWDOWN_DEVICE": "gpu"}, "error: SHOWDOWN_DEVICE='gpu': use one of auto, cpu, cuda"),
+    ({"SHOWDOWN_BUILD": "nope"}, "error: SHOWDOWN_BUILD='nope': use 1 or 0 (true/false, yes/no, on/off)"),
 ])
 def test_a_setting_that_points_at_nothing_stops_the_start_with_one_line(setting, message):
     import os

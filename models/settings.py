@@ -1,0 +1,43 @@
+"""Environment settings, read one way: a value the setting does not take is a ConfigError naming the variable and
+what it takes. Why: `SHOWDOWN_DEVICE=CPU` still used the GPU, `SHOWDOWN_BUILD=false` still built and
+`SHOWDOWN_THREADS=two` was a traceback; `app.py` reads every setting at start, so a typo stops it in one line."""
+from __future__ import annotations
+
+import os
+
+from models.errors import ConfigError
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def flag(variable: str, default: bool | None = None) -> bool | None:
+    """1/true/yes/on or 0/false/no/off, any case; unset or empty: `default`."""
+    value = os.environ.get(variable, "").strip().lower()
+    if not value:
+        return default
+    if value in _TRUE + _FALSE:
+        return value in _TRUE
+    raise ConfigError(f"{variable}={os.environ[variable]!r}: use 1 or 0 (true/false, yes/no, on/off)")
+
+
+def choice(variable: str, choices: tuple[str, ...], default: str) -> str:
+    value = os.environ.get(variable, "").strip().lower() or default
+    if value not in choices:
+        raise ConfigError(f"{variable}={os.environ[variable]!r}: use one of {', '.join(choices)}")
+    return value
+
+
+def number(variable: str, default: float, kind: type = int, minimum: float | None = None):
+    """A whole number (`kind` int) or any number, at least `minimum`; unset or empty: `default`."""
+    raw = os.environ.get(variable, "").strip()
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or (minimum is not None and value < minimum):
+        wanted = "a whole number" if kind is int else "a number"
+        raise ConfigError(f"{variable}={raw!r}: use {wanted}" + (f" ≥ {minimum:g}" if minimum is not None else "")
+                          + f" (default {default:g})")
+    return value

@@ -1,0 +1,30 @@
+"""Environment settings (models/settings.py): any case, the usual spellings of on and off, and a value a setting does
+not take is a ConfigError naming it, never silently the default."""
+import pytest
+
+from models import runners
+from models.errors import ConfigError
+
+
+def test_settings_take_any_case_and_the_usual_spellings(monkeypatch):
+    monkeypatch.setenv("SHOWDOWN_DEVICE", "CPU")
+    assert runners.wanted_device() == "cpu" and str(runners.torch_device()) == "cpu"  # "CPU" used the GPU before
+    for spelling, meaning in (("true", True), ("Off", False), ("1", True), ("no", False), ("", None)):
+        monkeypatch.setenv("SHOWDOWN_PROMPT_LOOKUP", spelling)
+        assert runners.prompt_lookup() is meaning, spelling
+    monkeypatch.setenv("SHOWDOWN_THREADS", "2")
+    assert runners.cpu_threads() == 2
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("SHOWDOWN_DEVICE", "gpu", "use one of auto, cpu, cuda"),
+    ("SHOWDOWN_PROMPT_LOOKUP", "maybe", "use 1 or 0"),
+    ("SHOWDOWN_THREADS", "two", "use a whole number ≥ 1"),
+    ("SHOWDOWN_THREADS", "0", "use a whole number ≥ 1"),
+])
+def test_a_value_a_setting_does_not_take_is_named(monkeypatch, variable, value, message):
+    monkeypatch.setenv(variable, value)
+    read = {"SHOWDOWN_DEVICE": runners.wanted_device, "SHOWDOWN_PROMPT_LOOKUP": runners.prompt_lookup,
+            "SHOWDOWN_THREADS": runners.cpu_threads}[variable]
+    with pytest.raises(ConfigError, match=f"{variable}='{value}': {message}"):
+        read()
