@@ -46,8 +46,9 @@ class FakeHub:
                 if path == "/api/repos/create":
                     request = json.loads(body)
                     repo = f"{request['organization']}/{request['name']}" if request.get("organization") else request["name"]
-                    if repo in hub.repos:
-                        return self._send(409, b'{"error": "You already created this model repo"}', {}, True)
+                    if repo in hub.repos:  # the Hub names the existing repo, which create_repo(exist_ok=True) returns
+                        return self._send(409, json.dumps({"error": "You already created this model repo",
+                                                           "url": f"{hub.url}/{repo}"}).encode(), {}, True)
                     hub.repos[repo], hub.repo_types[repo] = {}, request.get("type") or "model"
                     return self._send(200, json.dumps({"url": f"{hub.url}/{repo}"}).encode(), {}, True)
                 if path == "/api/validate-yaml":  # create_commit checks a README's YAML header first
@@ -67,6 +68,8 @@ class FakeHub:
                         item = json.loads(line)
                         if item["key"] == "file":
                             hub.repos[repo][item["value"]["path"]] = base64.b64decode(item["value"]["content"])
+                        elif item["key"] == "deletedFile":
+                            hub.repos[repo].pop(item["value"]["path"], None)
                     oid = hub.commit(repo)
                     return self._send(200, json.dumps({"commitUrl": f"{hub.url}/{repo}/commit/{oid}",
                                                        "commitOid": oid}).encode(), {}, True)

@@ -11,7 +11,7 @@ import json
 import logging
 from pathlib import Path
 
-from huggingface_hub import CommitOperationAdd, HfApi, ModelCard, ModelCardData
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, ModelCard, ModelCardData
 
 from models.catalog import Preset, Variant
 from models.errors import InputError
@@ -107,6 +107,10 @@ def push(prefix: str, showdown: Showdown | None = None, private: bool = False, t
                 files[f"report/{task}.md"] = report.markdown().encode()
             operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=content if isinstance(content, bytes) else str(content))
                           for name, content in files.items()]
+            # files an earlier push left that this variant no longer has (a decoding.json after lookup was turned off)
+            # would still be read by a Space that fetches the repo
+            left = {sibling.rfilename for sibling in api.model_info(target).siblings or []} - set(files) - {".gitattributes"}
+            operations += [CommitOperationDelete(path_in_repo=name) for name in sorted(left)]
             api.create_commit(target, operations, commit_message=f"Inference Showdown: {task} {variant.name}")
             log.info("pushed %s/%s to %s", task, variant.name, target)
             pushed.append(target)
