@@ -83,6 +83,20 @@ def test_qa_tab_fills_every_ready_column_and_the_charts(page, tmp_path):
     assert lines[0].startswith("run,preset,variant,input,output,total_ms") and len(lines) == 3, lines
 
 
+def test_a_column_left_out_of_a_click_says_so_instead_of_an_earlier_clicks_numbers(page):
+    """The previous test filled every column; a click without `optimized` must not leave its old answer and speedup
+    beside the new baseline's."""
+    optimized = page.get_by_role("checkbox", name="optimized").first  # the QA tab's, first on the page
+    optimized.uncheck()
+    try:
+        page.get_by_role("button", name="Answer with every variant").click()
+        page.get_by_text("not selected for this run").first.wait_for(timeout=60_000)
+        page.get_by_text("vs baseline").first.wait_for(timeout=60_000)  # the click's result, after its "timing…"
+        assert page.get_by_text("vs baseline").count() == 1  # the baseline's own column, not optimized's old one
+    finally:
+        optimized.check()
+
+
 def test_empty_question_shows_a_message_not_a_trace(page):
     question = page.get_by_label("Question")
     question.fill("")

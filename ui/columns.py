@@ -84,7 +84,7 @@ def accuracy_text(accuracy: dict, runtime: str = "onnxruntime") -> str:
             low, high = accuracy.get("reading_f1_ci95", (None, None))
             interval = f" (95% CI {low:.1f} to {high:.1f}, {accuracy['reading_questions']} questions)" if low is not None else ""
             recorded = (f", read from a record measured {accuracy['reading_recorded']}, not on this machine"
-                        if accuracy.get("reading_recorded") else ", measured on this machine")
+                        if accuracy.get("reading_recorded") else ", measured when it was built")
             parts.append(f"reading-comprehension F1 {accuracy['reading_f1']:.1f}{interval}{recorded}")
         if "instruction_pct" in accuracy:
             share = (f" ({accuracy['instruction_of_baseline_pct']:.0f} % of baseline's)"
@@ -134,7 +134,7 @@ def speedup(result: dict, baseline: dict | None, task: str) -> float | None:
 
 def _speedup_text(result: dict, baseline: dict | None, task: str) -> str:
     if baseline is None:
-        return "speedup: run baseline too"
+        return "speedup: no baseline in this run (not selected, or it did not answer)"
     ratio = speedup(result, baseline, task)
     if task == "qa":
         return f"**{ratio:.2f}x** vs baseline"

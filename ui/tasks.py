@@ -3,6 +3,7 @@ charts; a click times every chosen variant as the median of three calls on the s
 untimed warm-up call."""
 from __future__ import annotations
 
+import logging
 import time
 
 import gradio as gr
@@ -16,6 +17,14 @@ from ui.columns import (chart_tops, check, fresh_history, page_tab, preset_picke
 from ui.runs import kept_runs_outputs, kept_runs_row
 
 USER_ERRORS = (InputError, VariantUnavailable)
+NOT_RUN = "not selected for this run"  # a column a click leaves out says so, instead of an earlier click's numbers
+log = logging.getLogger("app")
+
+
+def failed(variant: str, error: Exception) -> str:
+    """A column's line for a fault of ours (not the visitor's): the click goes on with the other variants."""
+    log.exception("%s failed", variant)
+    return f"⚠️ this variant failed ({type(error).__name__}; the server's log has the details)"
 # BROWSER_LOAD: a visitor's browser on the same 2 cores takes them from the models being timed; gradio's animated
 # progress overlay and a redraw on every generated token made it take the most (experiments/app-timing), so the task
 # buttons show no overlay (their columns say what runs) and the text grows at most this often.
@@ -46,9 +55,15 @@ def qa_tab(showdown: Showdown) -> None:
         from models.qa import validate
         chosen = check(validate, question, context, selected=selected)
         showdown_here = using(showdown, "qa", preset)
-        answers, stats, results = {v: gr.update() for v in VARIANTS}, {v: gr.update() for v in VARIANTS}, {}
+        answers, stats, results = {v: "" for v in VARIANTS}, {v: NOT_RUN for v in VARIANTS}, {}
         yield [*answers.values(), *(stats | {v: "timing…" for v in chosen}).values(), *unchanged()]  # shown while it works
-        for variant, result in showdown_here.compare(context, question, chosen, bool(allow_no_answer)).items():
+        try:
+            compared = showdown_here.compare(context, question, chosen, bool(allow_no_answer))
+        except USER_ERRORS:
+            raise
+        except Exception as error:  # noqa: BLE001 - a fault of ours: said in every column, the page not left "timing…"
+            compared = {variant: {"error": failed(variant, error)} for variant in chosen}
+        for variant, result in compared.items():
             if "error" in result:
                 answers[variant], stats[variant] = "", f"⚠️ {result['error']}"
             else:
@@ -85,20 +100,25 @@ def generation_tab(showdown: Showdown) -> None:
         from models.generation import validate
         chosen = check(validate, prompt, max_new_tokens, selected=selected)
         showdown_here = using(showdown, "generation", preset)
-        texts, stats, results = {v: gr.update() for v in VARIANTS}, {v: gr.update() for v in VARIANTS}, {}
+        texts, stats, results = {v: "" for v in VARIANTS}, {v: NOT_RUN for v in VARIANTS}, {}
+        stats |= {v: "waiting for its turn…" for v in chosen}
         for variant in showdown.run_order(chosen):
-            texts[variant], stats[variant] = "", "generating…"
+            stats[variant] = "generating…"
             try:
                 shown = 0.0
                 for update in showdown_here.stream(prompt, variant, max_new_tokens, warm_up=True):
                     texts[variant] = update.text
                     if update.done:
                         results[variant] = update.result
+                        stats[variant] = (f"decoding {update.result.get('decode_tokens_per_s', 0):.1f} tokens/s · "
+                                          f"{update.result['new_tokens']} tokens written (speedups once all have run)")
                     if update.done or time.perf_counter() - shown >= STREAM_INTERVAL_S:
                         shown = time.perf_counter()
                         yield [*texts.values(), *stats.values(), *unchanged()]  # not the charts on every token
             except USER_ERRORS as error:
                 stats[variant] = f"⚠️ {error}"
+            except Exception as error:  # noqa: BLE001 - a fault of ours: said in its column, the others still run
+                stats[variant] = failed(variant, error)
         charts = record(showdown_here, "generation", results, stats, history)  # fills `stats` first
         kept = kept_runs_outputs(runs, showdown_here.preset("generation").name, prompt, results, "generation")
         yield [*texts.values(), *stats.values(), *charts, *kept]
