@@ -90,7 +90,9 @@ def answered(kind: str, prompts: list[str], new_tokens: int, tokenizer, teacher,
         if not cached.exists():
             started = time.perf_counter()
             chats = recover.teacher_chats(teacher, tokenizer, prompts[start:start + CHUNK], new_tokens, 16)
-            torch.save({"sequences": [c[0].tolist() for c in chats]}, cached)
+            partial = cached.with_name(cached.name + ".partial")  # a stop mid-write leaves no half chunk behind
+            torch.save({"sequences": [c[0].tolist() for c in chats]}, partial)
+            partial.replace(cached)
             log.info("%s chunk %d: %d answers in %.0f s", kind, index, len(chats), time.perf_counter() - started)
         out += [torch.tensor(s)[None] for s in torch.load(cached)["sequences"]]
     return out
