@@ -228,7 +228,7 @@ def variant_columns(task: str, label: str, lines: int, task_title: str):
         for variant in VARIANTS:
             with gr.Column(min_width=160):
                 gr.Markdown(f"### {variant}")
-                outputs.append(gr.Textbox(label=label, lines=lines, interactive=False))
+                outputs.append(gr.Textbox(label=f"{label} ({variant})", lines=lines, interactive=False))  # read aloud apart
                 stats.append(gr.Markdown())
     history = gr.State(empty_history())
     # y from 0: a latency axis cut above zero makes a 1.2x difference look like 5x; before the first run
