@@ -163,6 +163,7 @@ def test_your_data_tab_scores_an_upload_with_progress_table_chart_and_download(p
     page.wait_for_function(f"() => ({markdown})().includes('| optimized | 6 |')", timeout=60_000)
     text = page.evaluate(markdown)
     assert "| baseline | 6 |" in text and "| pruned | 0 | Unknown variant 'pruned'" in text, text  # not in the tiny preset
+    assert "6 questions, tiny-qa, scored" in text, text  # which model scored them (the tab has no picker)
     cells = page.evaluate("() => [...document.querySelectorAll('#your-data-summary td')].map((c) => c.textContent.trim())")
     assert set(cells) & set(VARIANT_COLORS), cells  # the table is drawn (gradio renders its rows virtually)
     page.screenshot(path=str(tmp_path / "your-data.png"), full_page=True)

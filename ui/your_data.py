@@ -58,7 +58,8 @@ def your_data_tab(showdown: Showdown, limits: Limits) -> None:
             if scored.empty:  # no chosen variant answered: say why instead of an empty chart
                 raise gr.Error("No variant answered: " + "; ".join(f"{r['variant']}: {r['error']}" for r in result["summary"]))
             csv_path = rows_csv(result["rows"], Path(tempfile.mkdtemp(prefix="your-data-")) / "answers.csv")
-            note = f"{len(items)} questions, scored {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+            note = (f"{len(items)} questions, {showdown.preset('qa').name}, "  # which model: the tab has no picker
+                    f"scored {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
             return table, scored[["variant", "F1"]], str(csv_path), summary_markdown(result["summary"], note)
 
         button.click(score_click, [upload, pasted, variants, allow], [summary, chart, download, markdown],
