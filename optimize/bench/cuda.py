@@ -58,7 +58,7 @@ def gpu_facts() -> dict:
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU (a rehearsal on the CPU)"
     return {"gpu": gpu, "driver": driver, "torch": torch.__version__,
             "torch_cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
-            "onnxruntime": onnxruntime.__version__, "providers": onnxruntime.get_available_providers(),
+            "onnxruntime": onnxruntime.__version__, "providers": [p for p in onnxruntime.get_available_providers() if p != "TensorrtExecutionProvider"],  # its library is not carried
             "python": platform.python_version(), "cpu": platform.processor() or platform.machine()}
 
 
