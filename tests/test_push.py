@@ -66,3 +66,25 @@ def test_a_card_says_what_the_app_says_a_pruned_model_missed_and_that_it_was_pru
     assert f"**Missed its accuracy gate:** {missed[0]}" in card
     assert "pruned and distilled from" in card and "(pruned: 4 heads, 512 FFN neurons" in card
     assert "No report yet" in card
+
+
+def test_a_variant_whose_source_changed_since_its_build_is_not_pushed(built_presets, tmp_path):
+    """A retrained baseline leaves the old `optimized` loadable and "ready": pushing it would publish numbers measured
+    against another model."""
+    import shutil
+
+    from models.manifest import read_manifest, write_manifest
+    from optimize.publish.push import stale_source
+
+    built = built_presets["qa"].built_dir("optimized")
+    assert stale_source(built) is None  # as built
+    copy = tmp_path / "optimized"
+    shutil.copytree(built, copy)
+    manifest = read_manifest(copy)
+    source = tmp_path / "retrained"
+    shutil.copytree(manifest["inputs"]["source"], source)
+    (source / "config.json").write_text((source / "config.json").read_text() + "\n")  # other bytes
+    write_manifest(copy, source=manifest["source"], steps=manifest["steps"], metrics=manifest["metrics"],
+                   inputs={**manifest["inputs"], "source": str(source)}, size_bytes=manifest["size_bytes"],
+                   preset=manifest["preset"], variant=manifest["variant"])
+    assert "changed since it was built" in stale_source(copy)

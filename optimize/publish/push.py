@@ -15,6 +15,7 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, Mo
 
 from models.catalog import Preset, Variant
 from models.errors import InputError
+from models.manifest import read_manifest
 from models.reports import REPORTS_DIR, Report
 from models.showdown import Showdown
 
@@ -76,6 +77,18 @@ python -m optimize report
     return ModelCard(content)
 
 
+def stale_source(path: Path) -> str | None:
+    """Why a built variant is no longer what its source makes (its metrics were measured against the old source), or
+    None: a retrained baseline leaves `optimized` loadable and "ready", and pushing it would publish old numbers."""
+    from models.manifest import source_fingerprint
+
+    inputs = (read_manifest(path) or {}).get("inputs", {})
+    source = Path(inputs.get("source", ""))
+    if inputs.get("source_sha256") and source.is_dir() and source_fingerprint(source) != inputs["source_sha256"]:
+        return f"its source {source} changed since it was built: rebuild it (python -m optimize build) and push again"
+    return None
+
+
 def push(prefix: str, showdown: Showdown | None = None, private: bool = False, token: str | None = None) -> list[str]:
     """Upload every ready variant of the app's presets; returns the repo ids written."""
     if "/" not in prefix:
@@ -93,6 +106,9 @@ def push(prefix: str, showdown: Showdown | None = None, private: bool = False, t
                 log.info("%s/%s not pushed: %s", task, variant.name, status["detail"])
                 continue
             path = Path(status["path"])
+            if stale := stale_source(path):
+                log.warning("%s/%s not pushed: %s", task, variant.name, stale)
+                continue
             target = repo_id(prefix, task, variant.name)
             api.create_repo(target, exist_ok=True, private=private)
             files = {str(f.relative_to(path)): f for f in sorted(path.rglob("*"))
