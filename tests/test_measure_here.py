@@ -57,3 +57,24 @@ def test_measure_on_this_machine_shows_progress_refuses_a_second_run_then_a_labe
     result = first.result(timeout=120)
     assert result.startswith("**") and " cores, " in result and "; measured 20" in result  # machine and date
     assert "| baseline |" in result and "| optimized |" in result  # the tiny presets' own rows
+
+
+def test_a_record_written_after_a_long_measure_keeps_what_another_build_added_meanwhile(tmp_path, monkeypatch):
+    """Two builds measure for minutes and then write the same record file: the second kept only its own entry."""
+    import json
+
+    from optimize.evaluate import records
+
+    path = tmp_path / "record.json"
+    monkeypatch.setattr(records, "record_path", lambda *args: path)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+
+    def measure():  # while this one measures, another build adds its entry
+        path.write_text(json.dumps({"other-build": {"model": "p/other", "measured": "today", "score": 1}}))
+        return {"score": 2}
+
+    records.model_record("p", model, path, "user.json", "set", measure, lambda r: r, lambda e: e)
+    entries = json.loads(path.read_text())
+    assert "other-build" in entries and any(key.endswith("-set") for key in entries), entries

@@ -76,20 +76,20 @@ def accuracy_text(accuracy: dict, runtime: str = "onnxruntime") -> str:
         if "agreement_pct" in accuracy:
             text += f" · same span as its source {accuracy['agreement_pct']:.1f} %"
         if accuracy.get("recorded"):
-            text += f" · read from a record ({accuracy['recorded']}), not measured on this machine"
+            text += f" · read from a record ({accuracy['recorded']}), not measured by this app"
         return text
     if "agreement_pct" in accuracy:
         parts = [f"perplexity {accuracy['perplexity']:.2f}"] if "perplexity" in accuracy else []
         if "reading_f1" in accuracy:
             low, high = accuracy.get("reading_f1_ci95", (None, None))
             interval = f" (95% CI {low:.1f} to {high:.1f}, {accuracy['reading_questions']} questions)" if low is not None else ""
-            recorded = (f", read from a record measured {accuracy['reading_recorded']}, not on this machine"
+            recorded = (f", read from a record measured {accuracy['reading_recorded']}"
                         if accuracy.get("reading_recorded") else ", measured when it was built")
             parts.append(f"reading-comprehension F1 {accuracy['reading_f1']:.1f}{interval}{recorded}")
         if "instruction_pct" in accuracy:
             share = (f" ({accuracy['instruction_of_baseline_pct']:.0f} % of baseline's)"
                      if "instruction_of_baseline_pct" in accuracy else "")
-            recorded = (f", read from a record measured {accuracy['instruction_recorded']}, not on this machine"
+            recorded = (f", read from a record measured {accuracy['instruction_recorded']}"
                         if accuracy.get("instruction_recorded") else "")
             parts.append(f"instruction set {accuracy['instruction_pct']:.0f} %{share}{recorded}")
         if accuracy.get("note") == "reference":

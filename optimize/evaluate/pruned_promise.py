@@ -16,7 +16,7 @@ from models.sources import resolve
 from optimize.evaluate import squad
 from optimize.evaluate.accuracy import qa_accuracy, qa_against, qa_reference_kind, threshold_split
 from optimize.evaluate.gates import failures, promise_line
-from optimize.evaluate.records import reference_cache, reference_origin
+from optimize.evaluate.records import reference_cache, reference_origin, write_atomically
 from optimize.evaluate.squad_metrics import HeldOut
 
 
@@ -66,7 +66,5 @@ def ensure(preset: Preset, variant: str) -> dict | None:
         return entry
     entry = {"fingerprints": promise_fingerprints(variant, path, baseline), "measured": f"{date.today()}, {cpu_name()} ({isa()})",
              "metrics": measure(preset, variant)}
-    record = preset.built_dir(variant) / PROMISE_RECORD
-    record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps(entry, indent=1) + "\n")
+    write_atomically(preset.built_dir(variant) / PROMISE_RECORD, json.dumps(entry, indent=1) + "\n")  # never half a file
     return entry

@@ -3,10 +3,11 @@ input miss them (ARCHITECTURE.md, "Records"): the reference side of every compar
 fingerprint; where a preset's records live; `SHOWDOWN_NO_RECORDS=1` to read none."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import date
 from pathlib import Path
 
@@ -64,10 +65,28 @@ def model_record(preset_name: str, directory: Path, committed: Path, user_file: 
     if key in entries and not measure_again:
         return {**from_entry(entries[key]), "recorded": entries[key]["measured"]}
     result = measure()
-    entries[key] = {"model": f"{preset_name}/{Path(directory).name.removesuffix('.partial')}",
-                    "measured": f"{date.today()}, {cpu_name()} ({isa()})", **to_entry(result)}
-    _write_atomically(path, json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
+    entry = {"model": f"{preset_name}/{Path(directory).name.removesuffix('.partial')}",
+             "measured": f"{date.today()}, {cpu_name()} ({isa()})", **to_entry(result)}
+    with _writing_alone(path):  # minutes passed while measuring: another build may have added entries since
+        entries = json.loads(path.read_text()) if path.exists() else {}
+        entries[key] = entry
+        write_atomically(path, json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
     return result
+
+
+@contextlib.contextmanager
+def _writing_alone(path: Path) -> Iterator[None]:
+    """One writer of a record file at a time (an exclusive lock under <artifacts>/locks; POSIX, elsewhere none)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    lock_path = artifacts_root() / "locks" / (hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16] + ".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # held for a read and a write: milliseconds
+        yield
 
 
 def reference_cache(source: Path, kind: str, compute) -> dict:
@@ -81,7 +100,7 @@ def reference_cache(source: Path, kind: str, compute) -> dict:
         if found.exists():
             return json.loads(found.read_text())
     value = compute()
-    _write_atomically(path, json.dumps(value))
+    write_atomically(path, json.dumps(value))
     return value
 
 
@@ -99,7 +118,7 @@ def _reference_paths(source: Path, kind: str) -> list[Path]:
     return [artifacts_root() / "reference-cache" / name, REFERENCE_RECORD / name]
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
     """A build stopped mid-write leaves the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f"{path.name}.{os.getpid()}")
