@@ -14,6 +14,7 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
+from typing import IO
 from pathlib import Path
 
 from models.catalog import artifacts_root
@@ -199,22 +200,32 @@ def atomic_dir(target: Path) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def _building_alone(target: Path) -> Iterator[None]:
-    """An exclusive lock on `<target>.lock` (POSIX; elsewhere no lock), released when the build ends or dies."""
+    """`<target>.lock`, held by this build's process (it says which) until the build ends or dies."""
+    lock_path, held = target.with_name(target.name + ".lock"), contextlib.ExitStack()
+    try:  # only the lock's own refusal is "another process": the build's errors pass as they are
+        lock = held.enter_context(locked(lock_path, wait=False))
+    except BlockingIOError:
+        holder = lock_path.read_text().strip() or "pid unknown"
+        raise VariantUnavailable(f"{target.name} is being built by another process ({holder}); wait for it to finish") from None
+    with held:
+        if lock is not None:
+            lock.seek(0), lock.truncate(), lock.write(f"pid {os.getpid()}"), lock.flush()
+        yield
+
+
+@contextlib.contextmanager
+def locked(lock_path: Path, wait: bool = True) -> Iterator[IO | None]:
+    """An exclusive lock on `lock_path` between processes (POSIX flock; elsewhere none: None), released when the block
+    ends or the process dies. `wait` False: BlockingIOError at once while another process holds it."""
     try:
         import fcntl
     except ImportError:
-        yield
+        yield None
         return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.with_name(target.name + ".lock"), "a+") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.seek(0)
-            raise VariantUnavailable(f"{target.name} is being built by another process ({lock.read().strip() or 'pid unknown'}); "
-                                     "wait for it to finish") from None
-        lock.seek(0), lock.truncate(), lock.write(f"pid {os.getpid()}"), lock.flush()
-        yield
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        yield lock
 
 
 _fingerprints: dict[tuple, str] = {}  # (folder, its files' names, sizes and mtimes) -> sha256, per process

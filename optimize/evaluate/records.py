@@ -3,17 +3,16 @@ input miss them (ARCHITECTURE.md, "Records"): the reference side of every compar
 fingerprint; where a preset's records live; `SHOWDOWN_NO_RECORDS=1` to read none."""
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
 from models.catalog import PRESETS, artifacts_root
 from models.machine import cpu_name, isa
-from models.manifest import source_fingerprint
+from models.manifest import locked, source_fingerprint
 from models.runners import prompt_lookup
 
 
@@ -74,19 +73,9 @@ def model_record(preset_name: str, directory: Path, committed: Path, user_file: 
     return result
 
 
-@contextlib.contextmanager
-def _writing_alone(path: Path) -> Iterator[None]:
-    """One writer of a record file at a time (an exclusive lock under <artifacts>/locks; POSIX, elsewhere none)."""
-    try:
-        import fcntl
-    except ImportError:
-        yield
-        return
-    lock_path = artifacts_root() / "locks" / (hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16] + ".lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # held for a read and a write: milliseconds
-        yield
+def _writing_alone(path: Path):
+    """One writer of a record file at a time: a lock under <artifacts>/locks, held for a read and a write."""
+    return locked(artifacts_root() / "locks" / (hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16] + ".lock"))
 
 
 def reference_cache(source: Path, kind: str, compute) -> dict:
