@@ -25,7 +25,10 @@ def recorded_accuracy(preset: Preset, variant: str, path: Path | None, locate: C
     if manifest.get("metrics"):
         return manifest["metrics"]
     training = _read_json(path / "training.json")
-    recorded = {"recorded": f"by its training run, {training.get('trained_on') or training.get('device', 'elsewhere')}"}
+    where = training.get("trained_on") or training.get("device", "elsewhere")
+    looks = training.get("test_looks") or []  # the held-out scores' last measure, when and on which CPU
+    when = training.get("held_out_measured") or (f"{looks[-1]['date']}, {where}" if looks else where)
+    recorded = {"recorded": f"by its training run, {when}"}
     if training.get("held_out"):
         return {**training["held_out"], **recorded, **promise(preset, variant, path, locate("baseline"))}
     if training:

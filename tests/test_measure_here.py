@@ -78,3 +78,20 @@ def test_a_record_written_after_a_long_measure_keeps_what_another_build_added_me
     records.model_record("p", model, path, "user.json", "set", measure, lambda r: r, lambda e: e)
     entries = json.loads(path.read_text())
     assert "other-build" in entries and any(key.endswith("-set") for key in entries), entries
+
+
+def test_a_trained_models_scores_say_when_and_where_they_were_measured(tmp_path):
+    """The app shows a committed QA model's held-out scores as read from its training record: with the date of their
+    last measure and the machine, not only "by its training run"."""
+    import json
+
+    from models.catalog import default_preset
+    from models.recorded import recorded_accuracy
+
+    training = {"held_out": {"overall_f1": 60.0}, "device": "cpu", "test_looks": [{"date": "2026-11-26"}]}
+    (tmp_path / "training.json").write_text(json.dumps(training))
+    shown = recorded_accuracy(default_preset("qa"), "baseline", tmp_path, lambda name: None)
+    assert shown["recorded"] == "by its training run, 2026-11-26, cpu" and shown["overall_f1"] == 60.0
+    (tmp_path / "training.json").write_text(json.dumps({**training, "held_out_measured": "2026-11-28, AMD EPYC (avx512-vnni)"}))
+    assert recorded_accuracy(default_preset("qa"), "baseline", tmp_path, lambda name: None)["recorded"] == \
+        "by its training run, 2026-11-28, AMD EPYC (avx512-vnni)"

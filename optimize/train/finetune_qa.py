@@ -13,6 +13,7 @@ articles, and the test articles are scored once, at the end, from the saved fp16
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import json
 import logging
@@ -200,8 +201,6 @@ def finish(model_dir: Path, tokenizer, config: TrainConfig, best: dict, history:
 
 def recorded_look(model_dir: Path, training: dict, metrics: dict, why: str) -> list[dict]:
     """The test looks so far, this one appended: when, which weights, what they scored (issue 48)."""
-    import datetime
-
     from models.manifest import sha256
 
     look = {"date": datetime.date.today().isoformat(), "fingerprint": sha256(Path(model_dir) / "model.safetensors")[:16],
@@ -229,7 +228,10 @@ def remeasure(model_dir: Path, training: dict, config: TrainConfig = TrainConfig
     metrics = {k: v for k, v in metrics.items() if not k.startswith("_")}  # per-question working data
     qa_config = {**asdict(config.qa), "null_threshold": metrics["null_threshold"], "verifier": metrics.pop("verifier")}
     (model_dir / "qa_config.json").write_text(json.dumps(qa_config, indent=2) + "\n")
+    from models.machine import cpu_name, isa
+
     training = {**training, "test_looks": recorded_look(model_dir, training, metrics, why),
+                "held_out_measured": f"{datetime.date.today()}, {cpu_name()} ({isa()})",
                 "null_threshold": metrics["null_threshold"], "held_out": metrics,
                 "test": {k: metrics[k] for k in metrics if k.split("_")[0] in ("overall", "HasAns", "NoAns")},
                 "test_forced_span": {"HasAns_exact": metrics["forced_exact"], "HasAns_f1": metrics["forced_f1"]}}
