@@ -172,14 +172,14 @@ def api_generate(showdown: Showdown, with_preset: bool = False):
 # models computed at once on 2 cores and each reported the other's work as its own.
 CONCURRENCY = 8
 QUEUE_SIZE = 64
-# The server's own threads (HTTP, queue, event handlers, the background builder) run this much
-# nicer than the model thread, and a thread holds the GIL at most this long when another asks:
-# on 2 cores, taking in the next visitor's request otherwise steals cycles from the compute being
-# timed (Showdown.serve_models_first; measured in README "Serving"; 0 turns either off).
 
 
 def serving_settings() -> tuple[int, float]:
-    """(nice, GIL switch interval in s): SHOWDOWN_SERVING_NICE (10) and SHOWDOWN_SWITCH_INTERVAL (0.0002), checked."""
+    """(nice, GIL switch interval in s): SHOWDOWN_SERVING_NICE (10) and SHOWDOWN_SWITCH_INTERVAL (0.0002), checked.
+    The server's own threads (HTTP, queue, event handlers, the background builder) run this much nicer than the
+    model thread, and a thread holds the GIL at most this long when another asks: on 2 cores, taking in the next
+    visitor's request otherwise steals cycles from the compute being timed (Showdown.serve_models_first; 0 turns
+    either off)."""
     return (settings.number("SHOWDOWN_SERVING_NICE", 10, int, minimum=0),
             settings.number("SHOWDOWN_SWITCH_INTERVAL", 0.0002, float, minimum=0))
 

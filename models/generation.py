@@ -49,11 +49,16 @@ def check_length(runner, prompt_tokens: int, max_new_tokens: int) -> None:
     if prompt_tokens > MAX_PROMPT_TOKENS:
         raise InputError(f"The prompt is too long ({prompt_tokens:,} tokens with the chat template; at most "
                          f"{MAX_PROMPT_TOKENS:,}).")
-    lookup = getattr(getattr(runner.model, "decoder", None), "lookup", None)
+    lookup = getattr(_decoder(runner), "lookup", None)
     needed = prompt_tokens + max_new_tokens + (lookup.draft_tokens if lookup else 0)
     if runner.context_length and needed > runner.context_length:
         raise InputError(f"The prompt is {prompt_tokens:,} tokens with the chat template, and {runner.variant} reads at "
                          f"most {runner.context_length:,} positions: shorten it or ask for fewer new tokens.")
+
+
+def _decoder(runner):
+    """The ONNX decoding loop (models/decoding.GreedyDecoder) behind a runner; None for PyTorch."""
+    return getattr(runner.model, "decoder", None)
 
 
 def preprocess(tokenizer, prompt: str) -> torch.Tensor:
@@ -138,7 +143,7 @@ def stream(runner, prompt: str, max_new_tokens: int = 64, ignore_eos: bool = Fal
     if failure:
         raise failure[0]
     # ONNX decoders read the chat template's start from a cache: the prompt speed counts the tokens computed
-    cached = getattr(getattr(runner.model, "decoder", None), "last_cached_prompt_tokens", 0)
+    cached = getattr(_decoder(runner), "last_cached_prompt_tokens", 0)
     finished_model = stamps[-1] if stamps else time.perf_counter()
     post_started = time.perf_counter()
     text = tokenizer.decode(new_ids, skip_special_tokens=True)
@@ -179,7 +184,7 @@ def phase_speeds(prompt_tokens: int, tokenized: float, stamps: list[float], coun
 def draft_stats(runner) -> dict:
     """Prompt lookup's drafts in this generation (ONNX decoders with lookup on): tokens drafted, kept,
     and the passes that checked them; the app and the bench show the acceptance rate beside tokens/s."""
-    decoder = getattr(runner.model, "decoder", None)
+    decoder = _decoder(runner)
     if decoder is None or getattr(decoder, "lookup", None) is None:
         return {}
     stats = dict(decoder.last_lookup)

@@ -14,8 +14,8 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
-from typing import IO
 from pathlib import Path
+from typing import IO
 
 from models.catalog import artifacts_root
 from models.errors import VariantUnavailable
@@ -208,8 +208,11 @@ def _building_alone(target: Path) -> Iterator[None]:
         holder = lock_path.read_text().strip() or "pid unknown"
         raise VariantUnavailable(f"{target.name} is being built by another process ({holder}); wait for it to finish") from None
     with held:
-        if lock is not None:
-            lock.seek(0), lock.truncate(), lock.write(f"pid {os.getpid()}"), lock.flush()
+        if lock is not None:  # who holds it, for the message another build gets
+            lock.seek(0)
+            lock.truncate()
+            lock.write(f"pid {os.getpid()}")
+            lock.flush()
         yield
 
 

@@ -226,10 +226,11 @@ def gate_inputs(task: str, evaluate: bool = True, reading_questions: int | None 
         return {"gated_on": "nothing (built without measuring: --no-eval)"}
     if task == "qa":
         gated = "validation articles" if squad.DEFAULT_SQUAD_PATH.exists() else "nothing (SQuAD 2.0 dev data absent)"
+    elif squad.MORE_DEV_PATH.exists():
+        gated = "reading-set paragraphs (squad-v2-dev-more)" + (
+            f", the first {reading_questions} reading questions" if reading_questions else "")
     else:
-        gated = ("reading-set paragraphs (squad-v2-dev-more)" if squad.MORE_DEV_PATH.exists() else
-                 "held-out prompts and the instruction set only (squad-v2-dev-more absent)")
-        gated += f", the first {reading_questions} reading questions" if reading_questions and squad.MORE_DEV_PATH.exists() else ""
+        gated = "held-out prompts and the instruction set only (squad-v2-dev-more absent)"
     return {"gated_on": gated}
 
 

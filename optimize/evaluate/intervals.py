@@ -37,12 +37,8 @@ def grouped_ratio(reference: Mapping[str, float], candidate: Mapping[str, float]
     items = sorted(set(reference) & set(candidate))
     if not items:
         raise ValueError("no item was scored on both sides")
-    names = sorted({groups[i] for i in items})
-    index = {name: k for k, name in enumerate(names)}
-    of_item = np.array([index[groups[i]] for i in items])
-    ref_sum = np.bincount(of_item, weights=[reference[i] for i in items], minlength=len(names))
-    cand_sum = np.bincount(of_item, weights=[candidate[i] for i in items], minlength=len(names))
-    count = np.bincount(of_item, minlength=len(names)).astype(float)
+    (ref_sum, cand_sum), count = _group_sums(items, groups, reference, candidate)
+    names = range(len(count))
     draws = np.random.default_rng(seed).integers(0, len(names), (samples, len(names)))
     ref, cand, n = ref_sum[draws].sum(1), cand_sum[draws].sum(1), count[draws].sum(1)
     ratios = np.divide(cand, ref, out=np.ones_like(cand), where=ref > 0)
@@ -54,17 +50,21 @@ def grouped_ratio(reference: Mapping[str, float], candidate: Mapping[str, float]
             "ci95": [round(float(delta_low), 2), round(float(delta_high), 2)], "items": len(items), "groups": len(names)}
 
 
+def _group_sums(items: list[str], groups: Mapping[str, str], *scores: Mapping[str, float]):
+    """Per group (sorted by name): each score's sum over the group's items, and the group's item count."""
+    names = sorted({groups[i] for i in items})
+    index = {name: k for k, name in enumerate(names)}
+    of_item = np.array([index[groups[i]] for i in items])
+    sums = [np.bincount(of_item, weights=[score[i] for i in items], minlength=len(names)) for score in scores]
+    return sums, np.bincount(of_item, minlength=len(names)).astype(float)
+
+
 def grouped_mean_interval(scores: Mapping[str, float], groups: Mapping[str, str], samples: int = 10_000,
                           seed: int = 0) -> list[float]:
     """A 95 % percentile interval of the mean score, in points, from resampling whole groups (a paragraph and
     all its questions), for the same reason as `grouped_ratio`: by question it would be too narrow."""
-    items = sorted(scores)
-    names = sorted({groups[i] for i in items})
-    index = {name: k for k, name in enumerate(names)}
-    of_item = np.array([index[groups[i]] for i in items])
-    total = np.bincount(of_item, weights=[scores[i] for i in items], minlength=len(names))
-    count = np.bincount(of_item, minlength=len(names)).astype(float)
-    draws = np.random.default_rng(seed).integers(0, len(names), (samples, len(names)))
+    (total,), count = _group_sums(sorted(scores), groups, scores)
+    draws = np.random.default_rng(seed).integers(0, len(count), (samples, len(count)))
     low, high = np.percentile(100 * total[draws].sum(1) / count[draws].sum(1), [2.5, 97.5])
     return [round(float(low), 2), round(float(high), 2)]
 

@@ -30,7 +30,7 @@ def variant_card(preset: Preset, variant: Variant, path: Path, report: Report | 
                  gates_missed: tuple[str, ...] = ()) -> ModelCard:
     """`gates_missed`: what the app shows beside the variant (a committed trained model's promise record included),
     stated on the card too: a card never reads better than the showcase."""
-    manifest = json.loads((path / "manifest.json").read_text()) if (path / "manifest.json").exists() else {}
+    manifest = read_manifest(path) or {}
     training = json.loads((path / "training.json").read_text()) if (path / "training.json").exists() else {}
     data = ModelCardData(library_name="onnxruntime" if variant.runtime == "onnxruntime" else "transformers",
                          pipeline_tag="question-answering" if preset.task == "qa" else "text-generation",
@@ -40,6 +40,7 @@ def variant_card(preset: Preset, variant: Variant, path: Path, report: Report | 
                                       [f"fine-tuned: {training.get('base_model', '')}"] if training else [variant.source.kind])
     source = manifest.get("source") or training.get("base_model") or f"{variant.source.kind} {variant.source.location}"
     table = report.markdown() if report else "No report yet: run `python -m optimize report`."
+    missed = "".join(f"- **Missed its accuracy gate:** {miss}\n" for miss in gates_missed)
     load = (f"ORTModelFor{'QuestionAnswering' if preset.task == 'qa' else 'CausalLM'}.from_pretrained("
             f"'{repo_id(prefix, preset.task, variant.name)}', file_name='model.onnx')" if variant.runtime == "onnxruntime"
             else f"AutoModelFor{'QuestionAnswering' if preset.task == 'qa' else 'CausalLM'}.from_pretrained("
@@ -55,7 +56,7 @@ measured side by side. This repo holds the **{variant.name}** variant ({variant.
 - Source: {source}
 - Steps: {' → '.join(steps)}
 - Promise and its gated measures: {(manifest.get('metrics') or {}).get('summary') or 'see the accuracy below'}
-{''.join(f"- **Missed its accuracy gate:** {miss}" + chr(10) for miss in gates_missed)}- Accuracy (held-out): `{json.dumps({k: v for k, v in (manifest.get('metrics') or training.get('test') or {}).items() if k != 'summary'})}`
+{missed}- Accuracy (held-out): `{json.dumps({k: v for k, v in (manifest.get('metrics') or training.get('test') or {}).items() if k != 'summary'})}`
 - Data: {training.get('data', 'see the source variant')} {('(split by article; test articles: ' + ', '.join(training['articles']['test']) + ')') if training else ''}
 - Library versions: `{json.dumps(manifest.get('versions', {}))}`
 
