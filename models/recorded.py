@@ -71,7 +71,7 @@ def _generation_baseline(preset: Preset, locate: Callable[[str], Path | None]) -
     if "reference_perplexity" not in reference:
         return {}
     optional = {"instruction_pct": "reference_instruction_pct", "instruction_recorded": "reference_instruction_recorded",
-                "reading_recorded": "reference_reading_recorded"}
+                "reading_recorded": "reference_reading_recorded", "perplexity_recorded": "reference_recorded"}
     out = {"agreement_pct": 100.0, "perplexity": reference["reference_perplexity"], "note": "reference",
            **{key: reference[source] for key, source in optional.items() if source in reference}}
     if "reference_reading_f1_ci95" in reference:

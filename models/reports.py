@@ -56,7 +56,8 @@ def accuracy_text(accuracy: dict) -> str:
 def accuracy_origins(accuracy: dict) -> list[str]:
     """Which of a variant's accuracy figures were read from a record, with when and where it was measured."""
     labels = (("recorded", "held-out scores (its training record: {})"), ("reading_recorded", "reading F1 ({})"),
-              ("instruction_recorded", "instruction set ({})"))
+              ("instruction_recorded", "instruction set ({})"), ("reference_recorded", "its source's side of every comparison ({})"),
+              ("perplexity_recorded", "perplexity ({})"))
     return [label.format(accuracy[key]) for key, label in labels if accuracy.get(key)]
 
 
@@ -140,7 +141,7 @@ class Report:
             lines += ["", "Latency by context length (p50, speedup over the baseline at the same length):", "",
                       *markdown_table(lengths)]
         lines += ["", "Latency is measured in this run. Accuracy is what each variant's build measured (its manifest)"
-                  + ("; read from records measured elsewhere: " + "; ".join(origins) if (origins := [
+                  + ("; these were read from records, measured as shown: " + "; ".join(origins) if (origins := [
                       f"`{row.variant}` {', '.join(found)}" for row in self.rows if (found := accuracy_origins(row.accuracy))])
                      else "") + "."]
         rejected = [(row.variant, line) for row in self.rows for line in rejected_recipes({"metrics": row.accuracy})]

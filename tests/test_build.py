@@ -318,6 +318,43 @@ def test_a_committed_reference_measurement_is_read_instead_of_measuring_the_sour
     assert measured == [1]
 
 
+def test_a_reference_read_from_the_committed_record_says_when_and_where_it_was_measured(tiny_qa_dir, tmp_path, monkeypatch):
+    """Issue 49: a measure read from a record is shown with its date and CPU class. The committed record's stamp
+    travels in reference_record/measured.json; a measure made here stamps itself in the cache and is "measured here"."""
+    from datetime import date
+
+    from models.machine import cpu_name
+    from models.manifest import source_fingerprint
+    from optimize.evaluate import records
+
+    monkeypatch.setattr(records, "REFERENCE_RECORD", tmp_path / "record")
+    (tmp_path / "record").mkdir()
+    name = f"probe-{source_fingerprint(tiny_qa_dir)[:16]}.json"
+    (tmp_path / "record" / name).write_text("{}")
+    assert records.reference_origin(tiny_qa_dir, "probe") == \
+        "read from the committed reference record (measured date and CPU not recorded)"
+    (tmp_path / "record" / records.STAMPS).write_text(json.dumps({name: "2026-11-27, AMD EPYC (avx512-vnni)"}))
+    assert records.reference_recorded(tiny_qa_dir, "probe") == "2026-11-27, AMD EPYC (avx512-vnni)"
+    assert records.reference_origin(tiny_qa_dir, "probe") == \
+        "read from the committed reference record (measured 2026-11-27, AMD EPYC (avx512-vnni))"
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.json").write_text("{}")
+    records.reference_cache(other, "probe", lambda: {"fresh": 1})
+    stamps = json.loads((records.artifacts_root() / "reference-cache" / records.STAMPS).read_text())
+    assert stamps[f"probe-{source_fingerprint(other)[:16]}.json"].startswith(f"{date.today()}, {cpu_name()}")
+    assert records.reference_recorded(other, "probe") is None and records.reference_origin(other, "probe") == "measured here"
+
+
+def test_every_committed_reference_record_says_when_and_on_which_cpu_it_was_measured():
+    """A record copied into reference_record/ without its line in measured.json would be shown as undated."""
+    from optimize.evaluate import records
+
+    stamps = json.loads((records.REFERENCE_RECORD / records.STAMPS).read_text())
+    committed = {p.name for p in records.REFERENCE_RECORD.glob("*.json")} - {records.STAMPS}
+    assert committed and committed == set(stamps), "add the copied files' lines from <artifacts>/reference-cache/measured.json"
+
+
 def test_a_recipe_field_added_later_keeps_naming_the_rungs_recorded_before_it():
     """`minimum_bits` and `fold_minimums` came after the committed ladder records: at their defaults a rung keeps its
     recorded key."""

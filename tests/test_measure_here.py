@@ -95,3 +95,24 @@ def test_a_trained_models_scores_say_when_and_where_they_were_measured(tmp_path)
     (tmp_path / "training.json").write_text(json.dumps({**training, "held_out_measured": "2026-11-28, AMD EPYC (avx512-vnni)"}))
     assert recorded_accuracy(default_preset("qa"), "baseline", tmp_path, lambda name: None)["recorded"] == \
         "by its training run, 2026-11-28, AMD EPYC (avx512-vnni)"
+
+
+def test_a_source_side_read_from_a_committed_record_is_shown_as_recorded(tmp_path):
+    """Issue 49: the generation baseline's perplexity and every variant's comparison with its source come from the
+    source's committed reference record on a fresh machine; the column says so, with the record's date and CPU."""
+    import json
+
+    from models.catalog import default_preset
+    from models.recorded import recorded_accuracy
+    from ui.columns import accuracy_text
+
+    stamp = "2026-11-27, AMD EPYC (avx512-vnni)"
+    optimized = {"agreement_pct": 96.8, "perplexity": 26.1, "reference_perplexity": 25.97, "promise": "lossy",
+                 "reference_recorded": stamp}
+    (tmp_path / "optimized").mkdir()
+    (tmp_path / "optimized" / "manifest.json").write_text(json.dumps({"metrics": optimized}))
+    locate = {"optimized": tmp_path / "optimized"}.get
+    baseline = recorded_accuracy(default_preset("generation"), "baseline", tmp_path / "none", locate)
+    assert accuracy_text(baseline).startswith(f"perplexity 25.97, read from a record measured {stamp}")
+    assert accuracy_text(optimized).endswith(f"its source's side read from a record measured {stamp}")
+    assert "read from a record" not in accuracy_text({**optimized, "reference_recorded": None})

@@ -99,7 +99,7 @@ def test_the_report_says_what_each_faster_rejected_recipe_missed_by():
 
 
 def test_the_report_says_which_accuracy_figures_were_read_from_records():
-    """Latency is this run's; accuracy is the build's, and where a figure was read from a record measured elsewhere the
+    """Latency is this run's; accuracy is the build's, and where a figure was read from a record the
     report says which, when and on which CPU (the table looked measured here throughout)."""
     accuracy = {"agreement_pct": 99.0, "reading_f1": 12.9, "reading_recorded": "2026-11-26, AMD EPYC (avx512-vnni)",
                 "instruction_pct": 55.0, "instruction_recorded": "2026-11-27, AMD EPYC (avx512-vnni)"}
@@ -107,7 +107,7 @@ def test_the_report_says_which_accuracy_figures_were_read_from_records():
                 speedup_p50=1.0, accuracy=accuracy if v == "pruned" else {"agreement_pct": 100.0})
             for v in ("baseline", "pruned")]
     text = Report(task="generation", preset="p", workload="w", machine={}, rows=rows).markdown()
-    assert ("read from records measured elsewhere: `pruned` reading F1 (2026-11-26, AMD EPYC (avx512-vnni)), "
+    assert ("read from records, measured as shown: `pruned` reading F1 (2026-11-26, AMD EPYC (avx512-vnni)), "
             "instruction set (2026-11-27, AMD EPYC (avx512-vnni))") in text
     rows[1].accuracy = {"agreement_pct": 100.0}
     plain = Report(task="generation", preset="p", workload="w", machine={}, rows=rows).markdown()

@@ -77,9 +77,10 @@ def accuracy_text(accuracy: dict, runtime: str = "onnxruntime") -> str:
             text += f" · same span as its source {accuracy['agreement_pct']:.1f} %"
         if accuracy.get("recorded"):
             text += f" · read from a record ({accuracy['recorded']}), not measured by this app"
-        return text
+        return text + _source_side(accuracy)
     if "agreement_pct" in accuracy:
-        parts = [f"perplexity {accuracy['perplexity']:.2f}"] if "perplexity" in accuracy else []
+        recorded = f", read from a record measured {accuracy['perplexity_recorded']}" if accuracy.get("perplexity_recorded") else ""
+        parts = [f"perplexity {accuracy['perplexity']:.2f}{recorded}"] if "perplexity" in accuracy else []
         if "reading_f1" in accuracy:
             low, high = accuracy.get("reading_f1_ci95", (None, None))
             interval = f" (95% CI {low:.1f} to {high:.1f}, {accuracy['reading_questions']} questions)" if low is not None else ""
@@ -101,8 +102,14 @@ def accuracy_text(accuracy: dict, runtime: str = "onnxruntime") -> str:
             agreement += f", same 64-token text on {accuracy['identical_continuations_pct']:.0f} % of prompts"
         if accuracy.get("weights_exact"):
             agreement += " (its source's exact weights)"
-        return " · ".join(parts + [agreement])
+        return " · ".join(parts + [agreement]) + _source_side(accuracy)
     return accuracy.get("note", "accuracy not measured yet")
+
+
+def _source_side(accuracy: dict) -> str:
+    """The comparisons' other side (its source's scores), when the build read it from a committed record."""
+    recorded = accuracy.get("reference_recorded")
+    return f" · its source's side read from a record measured {recorded}" if recorded else ""
 
 
 def _gate_text(accuracy: dict) -> str:

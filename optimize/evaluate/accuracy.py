@@ -29,7 +29,7 @@ from optimize.evaluate.continuations import batched_torch_continuations, lookup_
 from optimize.evaluate.gates import AgreementBelowGate, AgreementGuard, Gates
 from optimize.evaluate.heldout import PROMPTS
 from optimize.evaluate.intervals import paired_delta, paired_ratio
-from optimize.evaluate.records import content_key, records_off, reference_cache, training_record
+from optimize.evaluate.records import content_key, records_off, reference_cache, reference_recorded, training_record
 from optimize.evaluate.squad_metrics import HeldOut
 
 log = logging.getLogger("optimize.evaluate.accuracy")
@@ -183,7 +183,8 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
         return {"sequences": [s.tolist() for s in greedy_continuations(reference)],
                 "paragraph_nll": text_nll(reference, paragraphs) if paragraphs else None}
 
-    cached = reference_cache(reference_path, f"generation-v3-{_prompts_key(paragraphs)}", reference_side)
+    kind = f"generation-v3-{_prompts_key(paragraphs)}"
+    cached = reference_cache(reference_path, kind, reference_side)
     sequences = [torch.tensor(s) for s in cached["sequences"]]
     prompt_lengths = [chat_prompt(runner.tokenizer, p).shape[1] for p in PROMPTS]
     # agreement gates an exact export, and a lossy one where reading comprehension is not measured (optimize/evaluate/gates.py)
@@ -193,7 +194,7 @@ def generation_accuracy(runner: Runner, reference_path: Path, load_reference: Ca
         agreement = next_token_agreement(runner, sequences, prompt_lengths, floor if stop_below_gate else None)
     except AgreementBelowGate as stopped:
         return {"prompts": len(PROMPTS), "agreement_pct": stopped.upper_bound_pct, "agreement_stopped": stopped.stopped}
-    metrics = {"prompts": len(PROMPTS), "agreement_pct": round(agreement, 2)}
+    metrics = {"prompts": len(PROMPTS), "agreement_pct": round(agreement, 2), **recorded_side(reference_path, kind)}
     # an export below its agreement gate is rejected whatever else it scores: the text-level
     # measures below (minutes of decoding on 2 cores) are spent only on exports that can ship
     rejected = floor is not None and metrics["agreement_pct"] < floor
@@ -334,4 +335,11 @@ def measure(preset: Preset, directory: Path, variant_name: str, reference: Path,
         metrics = qa_accuracy(runner, held_out, guard, spans)
     except AgreementBelowGate as stopped:
         return {"validation_agreement_pct": stopped.upper_bound_pct, "agreement_stopped": stopped.stopped}
-    return qa_against(save_null_decision(directory, metrics), reference_metrics)
+    return {**qa_against(save_null_decision(directory, metrics), reference_metrics),
+            **recorded_side(reference, qa_reference_kind(split))}
+
+
+def recorded_side(reference: Path, kind: str) -> dict:
+    """{"reference_recorded": when and where} when the source's side of a comparison was read from a committed record."""
+    recorded = reference_recorded(reference, kind)
+    return {} if recorded is None else {"reference_recorded": recorded}

@@ -90,13 +90,36 @@ def reference_cache(source: Path, kind: str, compute) -> dict:
             return json.loads(found.read_text())
     value = compute()
     write_atomically(path, json.dumps(value))
+    _stamp(path)
     return value
+
+
+STAMPS = "measured.json"  # beside the measures of a reference folder: file name -> "date, CPU (ISA)"
+
+
+def _stamp(path: Path) -> None:
+    """When and on which CPU the measure in `path` was made, kept with it (a copy to reference_record/ takes the line)."""
+    stamps = path.with_name(STAMPS)
+    with _writing_alone(stamps):
+        entries = json.loads(stamps.read_text()) if stamps.exists() else {}
+        entries[path.name] = f"{date.today()}, {cpu_name()} ({isa()})"
+        write_atomically(stamps, json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
+
+
+def reference_recorded(source: Path, kind: str) -> str | None:
+    """When and where the committed record that `reference_cache` reads for this source was measured;
+    None when the measure is (or will be) this machine's own."""
+    path, *known = _reference_paths(source, kind)
+    if path.exists() or not known or not known[0].exists():
+        return None
+    stamps = known[0].with_name(STAMPS)
+    return (json.loads(stamps.read_text()) if stamps.exists() else {}).get(known[0].name, "date and CPU not recorded")
 
 
 def reference_origin(source: Path, kind: str) -> str:
     """Where `reference_cache` finds (or will put) this source's measure: what a record shown from it must say."""
-    path, *known = _reference_paths(source, kind)
-    return "read from the committed reference record" if not path.exists() and known and known[0].exists() else "measured here"
+    recorded = reference_recorded(source, kind)
+    return "measured here" if recorded is None else f"read from the committed reference record (measured {recorded})"
 
 
 def _reference_paths(source: Path, kind: str) -> list[Path]:
