@@ -156,10 +156,26 @@ def test_a_pruned_candidate_is_scored_on_validation_only_and_left_unpublished(tm
     folder with its validation scores and no recorded test look."""
     import json
 
-    from optimize.evaluate.squad import ArticleSplit
     from optimize.prune.encoder import PruneConfig
     from optimize.train.recover_qa import EncoderRecoveryConfig, run
     from tests.tiny import tiny_qa
+
+    output = tmp_path / "candidate"
+    config = _tiny_squad_config(tmp_path, output, epochs=1)
+    result = run(tiny_qa(tmp_path / "baseline", seed=0), PruneConfig(heads_kept=2, ffn_kept=32, calibration_windows=8,
+                                                                     batch_size=4), config, EncoderRecoveryConfig())
+    candidate = output.with_name("candidate.partial")
+    assert result["candidate"] == str(candidate) and not output.exists()
+    training = json.loads((candidate / "training.json").read_text())
+    assert "held_out" not in training and "test_looks" not in training and training["validation"]["overall_total"] == 7
+    assert (candidate / "model.safetensors").exists()
+
+
+def _tiny_squad_config(tmp_path, output, epochs: int, **options) -> TrainConfig:
+    """Three one-paragraph articles (train, validation, test): six answerable questions and one unanswerable each."""
+    import json
+
+    from optimize.evaluate.squad import ArticleSplit
 
     def article(title: str) -> dict:
         context = f"The {title} pig built a house of straw. The wolf blew it down."
@@ -170,14 +186,34 @@ def test_a_pruned_candidate_is_scored_on_validation_only_and_left_unpublished(tm
 
     data = tmp_path / "tiny-squad.json"
     data.write_text(json.dumps({"data": [article(title) for title in ("first", "second", "third")]}))
-    output = tmp_path / "candidate"
-    config = TrainConfig(output=output, data=data, extra_data=(), split=ArticleSplit(train=(0,), validation=(1,), test=(2,)),
-                         epochs=1, batch_size=4, threads=1, answerable_first_epochs=0, bf16=False, device="cpu",
-                         score_test=False)
-    result = run(tiny_qa(tmp_path / "baseline", seed=0), PruneConfig(heads_kept=2, ffn_kept=32, calibration_windows=8,
-                                                                     batch_size=4), config, EncoderRecoveryConfig())
-    candidate = output.with_name("candidate.partial")
-    assert result["candidate"] == str(candidate) and not output.exists()
-    training = json.loads((candidate / "training.json").read_text())
-    assert "held_out" not in training and "test_looks" not in training and training["validation"]["overall_total"] == 7
-    assert (candidate / "model.safetensors").exists()
+    return TrainConfig(output=output, data=data, extra_data=(), split=ArticleSplit(train=(0,), validation=(1,), test=(2,)),
+                       epochs=epochs, batch_size=4, threads=1, answerable_first_epochs=0, bf16=False, device="cpu",
+                       score_test=False, **options)
+
+
+def test_a_run_resumed_without_its_kept_epochs_weights_never_claims_them(tmp_path):
+    """A compact checkpoint carries the running weights and the best epoch's scores, not the best epoch's weights (they
+    live in the output folder). Resumed where that folder is missing or older, the run says which epoch's weights were
+    lost and keeps one whose weights it has: training.json's best epoch is the model beside it."""
+    import json
+
+    import torch
+
+    from models.manifest import sha256
+    from optimize.train.finetune_qa import job_files, train
+    from tests.tiny import tiny_qa
+
+    output = tmp_path / "trained"
+    config = _tiny_squad_config(tmp_path, output, epochs=2, base=tiny_qa(tmp_path / "base", seed=0), learning_rate=1e-3)
+    checkpoint, _ = job_files(output)
+    for _ in range(20):  # one step a call until the first epoch is scored and kept
+        assert train(config, stop_after=1).get("stopped")
+        if torch.load(checkpoint, weights_only=False)["state"]["best"]:
+            break
+    kept = torch.load(checkpoint, weights_only=False)["state"]["best"]["epoch"]
+    (output / "model.safetensors").unlink()  # what a fresh clone has: the checkpoint without the output folder
+    result = train(config)
+    training = json.loads((output / "training.json").read_text())
+    assert result["kept_weights_lost"] == [kept] and training["best_epoch"] == 2
+    assert training["kept_weights_lost"] == [kept] and (output / "model.safetensors").exists()
+    assert torch.load(checkpoint, weights_only=False)["state"]["best"]["weights_sha256"] == sha256(output / "model.safetensors")

@@ -180,6 +180,9 @@ def save_fp16(model, output: Path) -> None:
 
 def finish(model_dir: Path, tokenizer, config: TrainConfig, best: dict, history: list, articles, extra: dict) -> dict:
     """Save the tokenizer, reload the fp16 weights, measure them on held-out data (both ways)."""
+    if not kept_weights_here(model_dir, best):
+        raise FileNotFoundError(f"the kept epoch {best['epoch']}'s weights are not in {model_dir}: the run finished "
+                                "elsewhere; copy its output folder here, or delete its checkpoint to train again")
     tokenizer.save_pretrained(model_dir)
     result = {
         **extra, "data": str(config.data.name), "split": asdict(config.split),
@@ -251,9 +254,27 @@ def remeasure_saved(model_dir: Path, why: str = "remeasure-qa") -> dict:
     return training
 
 
-def validation_tracker(model, tokenizer, data, config: TrainConfig, history: list, best: dict):
-    """on_epoch callback: score the validation article, keep the best epoch's fp16 weights."""
+def kept_weights_here(output: Path, best: dict) -> bool:
+    """Whether `output` holds the weights of the epoch `best` kept (a run resumed on another machine from its
+    compact checkpoint has the best epoch's scores, but the output folder that held its weights stayed behind)."""
+    from models.manifest import sha256
+
+    weights = Path(output) / "model.safetensors"
+    return "weights_sha256" not in best or (weights.exists() and sha256(weights) == best["weights_sha256"])
+
+
+def validation_tracker(model, tokenizer, data, config: TrainConfig, history: list, best: dict,
+                       lost: list[int] | None = None):
+    """on_epoch callback: score the validation article, keep the best epoch's fp16 weights. `lost`: epochs whose
+    kept weights were not found after a resume, so the best is chosen again from the next epoch on."""
+    lost = [] if lost is None else lost
+
     def on_epoch(epoch: int) -> float:
+        if best and not kept_weights_here(config.output, best):
+            log.warning("epoch %d's kept weights are not in %s (a compact checkpoint carries the running weights "
+                        "only): the best epoch is chosen again from epoch %d on", best["epoch"], config.output, epoch)
+            lost.append(best["epoch"])
+            best.clear()
         validation = evaluate_model(model, tokenizer, data, config.qa)
         history.append({"epoch": epoch, **{k: round(v, 2) for k, v in validation["metrics"].items() if k.endswith("f1")},
                         "forced_HasAns_f1": round(validation["forced_metrics"]["HasAns_f1"], 2),
@@ -263,6 +284,9 @@ def validation_tracker(model, tokenizer, data, config: TrainConfig, history: lis
         if not best or score > validation_score(best["metrics"], best["forced_metrics"]):
             best.update(validation, epoch=epoch)
             save_fp16(model, config.output)
+            from models.manifest import sha256
+
+            best["weights_sha256"] = sha256(config.output / "model.safetensors")
         return score
     return on_epoch
 
@@ -312,8 +336,8 @@ def _train(config: TrainConfig, checkpoint: Path, stop_after: int | None) -> dic
     features = training_features(tokenizer, train_data, config.qa)
     log.info("train: %d questions -> %d windows; validation %d questions", len(train_data), len(features),
              len(validation_data))
-    history, best = [], {}
-    state = {"history": history, "best": best}
+    history, best, lost = [], {}, []
+    state = {"history": history, "best": best, "kept_weights_lost": lost}
 
     def loss_fn(model, batch):
         outputs = model(**batch)
@@ -322,7 +346,7 @@ def _train(config: TrainConfig, checkpoint: Path, stop_after: int | None) -> dic
         return outputs.loss + config.answerability_weight * answerability_loss(outputs, batch)
 
     scores = fit(model, features, tokenizer.pad_token_id, config,
-                 validation_tracker(model, tokenizer, validation_data, config, history, best), loss_fn,
+                 validation_tracker(model, tokenizer, validation_data, config, history, best, lost), loss_fn,
                  checkpoint=checkpoint, state=state, stop_after=stop_after)
     if len(scores) < config.epochs:
         return {"stopped": True, "checkpoint": str(checkpoint)}
@@ -332,7 +356,8 @@ def _train(config: TrainConfig, checkpoint: Path, stop_after: int | None) -> dic
                                              for e in range(1, config.epochs + 1)) / max(state["train_seconds"], 1), 1),
              "threads": config.threads, "device": config.device,
              "answerable_first_epochs": config.answerable_first_epochs, "null_fraction": config.null_fraction,
-             "answerability_weight": config.answerability_weight, "bf16_autocast": config.bf16}
+             "answerability_weight": config.answerability_weight, "bf16_autocast": config.bf16,
+             **({"kept_weights_lost": lost} if lost else {})}
     if config.init_from:
         previous = config.init_from / "training.json"
         extra["stages"] = [json.loads(previous.read_text()) if previous.exists() else str(config.init_from)]

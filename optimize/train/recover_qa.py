@@ -147,8 +147,8 @@ def _run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: 
     # the same pruning on a resume (seeded calibration); the checkpoint then replaces the weights
     student = pruned_copy(baseline_dir, features, tokenizer.pad_token_id, prune_config)
     student.get_input_embeddings().requires_grad_(not recovery.freeze_word_embeddings)
-    history, best = [], {}
-    state = {"history": history, "best": best, "before": None}
+    history, best, lost = [], {}, []
+    state = {"history": history, "best": best, "before": None, "kept_weights_lost": lost}
     if not checkpoint.exists():
         state["before"] = round(evaluate_model(student, tokenizer, validation_data, train_config.qa)["metrics"]["overall_f1"], 2)
         log.info("pruned to %d heads, %d FFN neurons per layer, %d layers dropped; validation F1 before recovery %.2f",
@@ -158,7 +158,7 @@ def _run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: 
     run_key = {"teacher": str(baseline_dir), "prune": str(prune_config), "recovery": str(recovery),
                "train_share": str(train_share)}
     scores = fit(student, features, tokenizer.pad_token_id, train_config,
-                 validation_tracker(student, tokenizer, validation_data, train_config, history, best),
+                 validation_tracker(student, tokenizer, validation_data, train_config, history, best, lost),
                  distil_loss_fn(teacher, recovery), checkpoint=checkpoint, state=state, stop_after=stop_after,
                  run_key=run_key)
     if len(scores) < train_config.epochs:
@@ -172,7 +172,7 @@ def _run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: 
              "train_windows": len(features), "train_share": train_share, "train_seconds": train_seconds,
              "windows_per_second": round(trained / max(train_seconds, 1), 1),
              "threads": train_config.threads, "device": train_config.device,
-             "word_embeddings_frozen": recovery.freeze_word_embeddings}
+             "word_embeddings_frozen": recovery.freeze_word_embeddings, **({"kept_weights_lost": lost} if lost else {})}
     return finish(train_config.output, tokenizer, train_config, best, history, articles, extra)
 
 
