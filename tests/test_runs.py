@@ -53,3 +53,16 @@ def test_a_generation_run_compares_decoding_speed_as_the_columns_do_in_the_catal
     assert "| variant | text | tokens written | first token (ms) | decode tokens/s | decoding speedup | runs on |" in table
     assert "| pruned-optimized | Paris. | 8 | 20.0 | 100.0 | 4.00x | cpu |" in table
     assert "| optimized | x | 1 | 20.0 | — | — | cpu |" in table
+
+
+def test_a_variant_that_failed_stays_in_the_pasted_table_and_the_csv_with_its_message():
+    """A table pasted elsewhere must not read as if only three variants were asked: the failed one keeps its row,
+    its column's message and no numbers."""
+    message = "⚠️ this variant failed (RuntimeError; the server's log has the details)"
+    runs = add_run([], "qa-minilm-squad2", "Who worked a little bit harder?", QA, "qa", {"optimized": message})
+    assert [row["variant"] for row in runs] == ["baseline", "optimized", "pruned-optimized"]
+    assert runs[1]["timing"] == "failed" and runs[1]["total_ms"] is None and runs[1]["speedup"] is None
+    table = last_run_markdown(runs, "qa")
+    assert f"| optimized | {message[:60]} | — | — | — | — |" in table
+    generated = add_run([], "generation-smollm2", "Hi", {}, "generation", {"pruned": message})
+    assert f"| pruned | {message[:60]} | — | — | — | — | — |" in last_run_markdown(generated, "generation")

@@ -16,12 +16,18 @@ COLUMNS = ("run", "preset", "variant", "input", "output", "total_ms", "model_ms"
            "tokens_per_s", "prefill_tokens_per_s", "decode_tokens_per_s", "ttft_ms", "device", "timing")
 
 
-def add_run(runs: list[dict], preset: str, text_in: str, results: dict[str, dict], task: str) -> list[dict]:
-    """This click's results, one row per variant that answered in the catalog's order, after the session's
-    earlier runs; the speedup is the one the variant's column shows (generation: decoding speed)."""
+def add_run(runs: list[dict], preset: str, text_in: str, results: dict[str, dict], task: str,
+            failures: dict[str, str] | None = None) -> list[dict]:
+    """This click's results, one row per variant in the catalog's order, after the session's earlier runs; the
+    speedup is the one the variant's column shows (generation: decoding speed). `failures`: chosen variants that
+    gave no result, with their column's message, kept as rows without numbers (a pasted table must not hide them)."""
     run = max((row["run"] for row in runs), default=0) + 1
     baseline = results.get("baseline")
     rows = []
+    for variant in (name for name in VARIANTS if name in (failures or {}) and name not in results):
+        rows.append({column: None for column in COLUMNS} | {"run": run, "preset": preset, "variant": variant,
+                                                             "input": text_in[:500], "output": failures[variant],
+                                                             "timing": "failed"})
     for variant, result in ((name, results[name]) for name in VARIANTS if name in results):  # every answer is a catalog variant
         ratio = speedup(result, baseline, task)
         rows.append({
@@ -34,7 +40,7 @@ def add_run(runs: list[dict], preset: str, text_in: str, results: dict[str, dict
             "device": result.get("device", "cpu"), "timing": result.get("timing", ""),
         })
     kept = [row for row in runs if row["run"] > run - KEPT_RUNS]
-    return kept + rows
+    return kept + sorted(rows, key=lambda row: VARIANTS.index(row["variant"]))
 
 
 def _rounded(value) -> float | None:
@@ -71,9 +77,10 @@ def last_run_markdown(runs: list[dict], task: str) -> str:
     for row in rows:
         output = " ".join(str(row["output"]).split())[:60].replace("|", "\\|") or ("(empty)" if generation else "(no answer)")
         speedup_cell = f"{row['speedup']:.2f}x" if row["speedup"] else "—"
-        measures = ([row["tokens"], _cell(row["ttft_ms"], ".1f"), _cell(row["decode_tokens_per_s"], ".1f")] if generation
-                    else [f"{row['total_ms']:.1f}", row["model_ms"]])
-        lines.append("| " + " | ".join(map(str, [row["variant"], output, *measures, speedup_cell, row["device"]])) + " |")
+        measures = ([_cell(row["tokens"], "d"), _cell(row["ttft_ms"], ".1f"), _cell(row["decode_tokens_per_s"], ".1f")]
+                    if generation else [_cell(row["total_ms"], ".1f"), _cell(row["model_ms"], ".1f")])
+        cells = [row["variant"], output, *measures, speedup_cell, row["device"] or "—"]
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
     return "\n".join(lines)
 
 
@@ -87,7 +94,8 @@ def kept_runs_row(task: str) -> tuple[gr.State, gr.DownloadButton, gr.Textbox]:
     return runs, download, table
 
 
-def kept_runs_outputs(runs: list[dict], preset: str, text_in: str, results: dict[str, dict], task: str) -> list:
+def kept_runs_outputs(runs: list[dict], preset: str, text_in: str, results: dict[str, dict], task: str,
+                      failures: dict[str, str] | None = None) -> list:
     """The three outputs after a click: the runs, the CSV and the table."""
-    runs = add_run(runs, preset, text_in, results, task)
+    runs = add_run(runs, preset, text_in, results, task, failures)
     return [runs, runs_csv(runs, task), last_run_markdown(runs, task)]

@@ -69,7 +69,8 @@ def qa_tab(showdown: Showdown) -> None:
             else:
                 results[variant], answers[variant] = result, qa_answer_text(result)
         charts = record(showdown_here, "qa", results, stats, history)  # fills `stats` first
-        kept = kept_runs_outputs(runs, showdown_here.preset("qa").name, question, results, "qa")
+        kept = kept_runs_outputs(runs, showdown_here.preset("qa").name, question, results, "qa",
+                                 {v: stats[v] for v in chosen if v not in results})
         yield [*answers.values(), *stats.values(), *charts, *kept]
 
     with page_tab("Question answering"):
@@ -120,7 +121,8 @@ def generation_tab(showdown: Showdown) -> None:
             except Exception as error:  # noqa: BLE001 - a fault of ours: said in its column, the others still run
                 stats[variant] = failed(variant, error)
         charts = record(showdown_here, "generation", results, stats, history)  # fills `stats` first
-        kept = kept_runs_outputs(runs, showdown_here.preset("generation").name, prompt, results, "generation")
+        kept = kept_runs_outputs(runs, showdown_here.preset("generation").name, prompt, results, "generation",
+                                 {v: stats[v] for v in chosen if v not in results})
         yield [*texts.values(), *stats.values(), *charts, *kept]
 
     with page_tab("Text generation"):
