@@ -80,7 +80,8 @@ def test_qa_tab_fills_every_ready_column_and_the_charts(page, tmp_path):
     with page.expect_download() as download:  # and the session's runs as CSV
         page.locator("#qa-runs-csv").click()
     lines = open(download.value.path(), encoding="utf-8").read().splitlines()
-    assert lines[0].startswith("run,preset,variant,input,output,total_ms") and len(lines) == 3, lines
+    assert lines[0].startswith("run,preset,variant,input,output,total_ms") and len(lines) == 5, lines
+    assert [line.endswith(",failed") for line in lines[1:]] == [False, False, True, True], lines  # asked, not in the preset
 
 
 def test_a_column_left_out_of_a_click_says_so_instead_of_an_earlier_clicks_numbers(page):

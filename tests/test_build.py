@@ -327,6 +327,7 @@ def test_a_reference_read_from_the_committed_record_says_when_and_where_it_was_m
     from models.manifest import source_fingerprint
     from optimize.evaluate import records
 
+    monkeypatch.setenv("SHOWDOWN_ARTIFACTS", str(tmp_path / "artifacts"))  # its cache entries stay its own
     monkeypatch.setattr(records, "REFERENCE_RECORD", tmp_path / "record")
     (tmp_path / "record").mkdir()
     name = f"probe-{source_fingerprint(tiny_qa_dir)[:16]}.json"
