@@ -46,6 +46,13 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def measured_stamp() -> str:
+    """"<date>, <CPU> (<ISA>)": what every record says of when and where it was measured."""
+    from datetime import date
+
+    return f"{date.today()}, {cpu_name()} ({isa()})"
+
+
 def int8_features() -> str:
     """The INT8 instructions ONNX Runtime's quantized kernels use, in words."""
     flags = cpu_flags()

@@ -24,11 +24,14 @@ def add_run(runs: list[dict], preset: str, text_in: str, results: dict[str, dict
     run = max((row["run"] for row in runs), default=0) + 1
     baseline = results.get("baseline")
     rows = []
-    for variant in (name for name in VARIANTS if name in (failures or {}) and name not in results):
-        rows.append({column: None for column in COLUMNS} | {"run": run, "preset": preset, "variant": variant,
-                                                             "input": text_in[:500], "output": failures[variant],
-                                                             "timing": "failed"})
-    for variant, result in ((name, results[name]) for name in VARIANTS if name in results):  # every answer is a catalog variant
+    for variant in VARIANTS:  # every answer is a catalog variant
+        if variant not in results:
+            if variant in (failures or {}):
+                rows.append({column: None for column in COLUMNS} | {"run": run, "preset": preset, "variant": variant,
+                                                                     "input": text_in[:500], "output": failures[variant],
+                                                                     "timing": "failed"})
+            continue
+        result = results[variant]
         ratio = speedup(result, baseline, task)
         rows.append({
             "run": run, "preset": preset, "variant": variant, "input": text_in[:500],
@@ -40,7 +43,7 @@ def add_run(runs: list[dict], preset: str, text_in: str, results: dict[str, dict
             "device": result.get("device", "cpu"), "timing": result.get("timing", ""),
         })
     kept = [row for row in runs if row["run"] > run - KEPT_RUNS]
-    return kept + sorted(rows, key=lambda row: VARIANTS.index(row["variant"]))
+    return kept + rows
 
 
 def _rounded(value) -> float | None:

@@ -20,23 +20,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "experiments" / "pruned-instruction-recovery"))
 
 from distil import baseline_dir, load_pruned  # noqa: E402
-from evaluate import snapshot_model  # noqa: E402
+from evaluate import merge_snapshot  # noqa: E402
 
 SHIPPED = REPO / "weights" / "generation-smollm2-pruned"
-
-
-def second_round_delta(snapshot: Path) -> dict[str, torch.Tensor]:
-    """The snapshot's adapters (B scaled) and norm gains, as merge_lora gives them."""
-    from optimize.train import recover_decoder as recover
-
-    saved = torch.load(snapshot, weights_only=False)
-    student = load_pruned()
-    recover.add_lora(student, saved["rank"], saved["alpha"])
-    parameters = dict(student.named_parameters())
-    with torch.no_grad():
-        for name, value in saved["params"].items():
-            parameters[name].copy_(value)
-    return recover.merge_lora(student)
 
 
 def main(work: Path, output: Path) -> None:
@@ -55,10 +41,10 @@ def main(work: Path, output: Path) -> None:
               "rule": "experiments/pruned-instruction-recovery-long/RULE.md", "chosen": chosen,
               "validation": decision["candidates"][chosen]}
     details = {k: v for k, v in plan.items() if k not in ("dropped_layers", "ffn_kept")}
-    decoder.save_recovery(output, dropped, kept_neurons, decoder.stack_deltas(shipped, second_round_delta(snapshot)),
+    measured = load_pruned()  # becomes the model evaluate.py measured
+    decoder.save_recovery(output, dropped, kept_neurons, decoder.stack_deltas(shipped, merge_snapshot(measured, snapshot)),
                           {**details, "second_recovery": second})
     assembled = decoder.assembled(baseline_dir(), output)
-    measured = snapshot_model(load_pruned(), snapshot)
     worst = max((a - b).abs().max().item() for a, b in zip(assembled.state_dict().values(), measured.state_dict().values()))
     print(f"written {output}; largest weight difference from the evaluated model {worst:.2e} (fp16 adapters)")
     print("next: python -m optimize build --task generation (its gates decide; the instruction set is read once)")

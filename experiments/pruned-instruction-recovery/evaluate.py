@@ -58,19 +58,26 @@ def measure(name: str, load, tokenizer, work: Path) -> dict:
     return result
 
 
-def snapshot_model(student, snapshot: Path):
-    """The shipped `pruned` with the snapshot's adapters and norm gains, merged."""
+def merge_snapshot(student, snapshot: Path) -> dict[str, torch.Tensor]:
+    """The snapshot's adapters and norm gains merged into `student` (the shipped `pruned`); returns them as
+    merge_lora gives them (B scaled), the delta a ship step stacks on the shipped one (../pruned-instruction-recovery-long/ship.py)."""
     from optimize.train import recover_decoder as recover
 
     saved = torch.load(snapshot, weights_only=False)
     recover.add_lora(student, saved.get("rank", CONFIG.rank), saved.get("alpha", CONFIG.alpha))  # the long round's rank
-    trained = saved["params"]
     parameters = dict(student.named_parameters())
     with torch.no_grad():
-        for name, value in trained.items():
+        for name, value in saved["params"].items():
             parameters[name].copy_(value)
-    recover.merge_lora(student)
-    return student.eval()
+    delta = recover.merge_lora(student)
+    student.eval()
+    return delta
+
+
+def snapshot_model(student, snapshot: Path):
+    """The shipped `pruned` with the snapshot's adapters and norm gains, merged."""
+    merge_snapshot(student, snapshot)
+    return student
 
 
 def choose(results: dict[str, dict]) -> dict:

@@ -327,7 +327,8 @@ def measure(preset: Preset, directory: Path, variant_name: str, reference: Path,
         return {"note": "SQuAD data not found: accuracy not measured"}
     split = threshold_split(reference)
     held_out = HeldOut.load(split=split)
-    reference_metrics = reference_cache(reference, qa_reference_kind(split), lambda: qa_accuracy(load_reference(), held_out))
+    kind = qa_reference_kind(split)
+    reference_metrics = reference_cache(reference, kind, lambda: qa_accuracy(load_reference(), held_out))
     spans = reference_metrics["_validation_spans"]
     guard = (AgreementGuard(len(spans), Gates().exact_agreement_pct, "answerable validation questions")
              if stop_below_gate and exact else None)
@@ -336,7 +337,7 @@ def measure(preset: Preset, directory: Path, variant_name: str, reference: Path,
     except AgreementBelowGate as stopped:
         return {"validation_agreement_pct": stopped.upper_bound_pct, "agreement_stopped": stopped.stopped}
     return {**qa_against(save_null_decision(directory, metrics), reference_metrics),
-            **recorded_side(reference, qa_reference_kind(split))}
+            **recorded_side(reference, kind)}
 
 
 def recorded_side(reference: Path, kind: str) -> dict:

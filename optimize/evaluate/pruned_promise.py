@@ -6,10 +6,9 @@ beside the variant's artifacts (`<artifacts>/<preset>/<variant>/promise.json`, w
 from __future__ import annotations
 
 import json
-from datetime import date
 
 from models.catalog import Preset
-from models.machine import cpu_name, isa
+from models.machine import measured_stamp
 from models.recorded import PROMISE_RECORD, promise_fingerprints, promise_record
 from models.runners import load_runner
 from models.sources import resolve
@@ -64,7 +63,7 @@ def ensure(preset: Preset, variant: str) -> dict | None:
     path, baseline = (resolve(preset, preset.variant(name)) for name in (variant, "baseline"))
     if (entry := promise_record(preset, variant, path, baseline)) is not None:
         return entry
-    entry = {"fingerprints": promise_fingerprints(variant, path, baseline), "measured": f"{date.today()}, {cpu_name()} ({isa()})",
+    entry = {"fingerprints": promise_fingerprints(variant, path, baseline), "measured": measured_stamp(),
              "metrics": measure(preset, variant)}
     write_atomically(preset.built_dir(variant) / PROMISE_RECORD, json.dumps(entry, indent=1) + "\n")  # never half a file
     return entry

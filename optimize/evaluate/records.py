@@ -7,11 +7,10 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
-from datetime import date
 from pathlib import Path
 
 from models.catalog import PRESETS, artifacts_root
-from models.machine import cpu_name, isa
+from models.machine import measured_stamp
 from models.manifest import locked, source_fingerprint
 from models.runners import prompt_lookup
 
@@ -65,12 +64,17 @@ def model_record(preset_name: str, directory: Path, committed: Path, user_file: 
         return {**from_entry(entries[key]), "recorded": entries[key]["measured"]}
     result = measure()
     entry = {"model": f"{preset_name}/{Path(directory).name.removesuffix('.partial')}",
-             "measured": f"{date.today()}, {cpu_name()} ({isa()})", **to_entry(result)}
-    with _writing_alone(path):  # minutes passed while measuring: another build may have added entries since
-        entries = json.loads(path.read_text()) if path.exists() else {}
-        entries[key] = entry
-        write_atomically(path, json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
+             "measured": measured_stamp(), **to_entry(result)}
+    _merge_entry(path, key, entry)  # minutes passed while measuring: another build may have added entries since
     return result
+
+
+def _merge_entry(path: Path, key: str, value) -> None:
+    """One entry into a JSON record file, re-read and written under its lock so that no writer's entries are lost."""
+    with _writing_alone(path):
+        entries = json.loads(path.read_text()) if path.exists() else {}
+        entries[key] = value
+        write_atomically(path, json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
 
 
 def _writing_alone(path: Path):
@@ -99,11 +103,7 @@ STAMPS = "measured.json"  # beside the measures of a reference folder: file name
 
 def _stamp(path: Path) -> None:
     """When and on which CPU the measure in `path` was made, kept with it (a copy to reference_record/ takes the line)."""
-    stamps = path.with_name(STAMPS)
-    with _writing_alone(stamps):
-        entries = json.loads(stamps.read_text()) if stamps.exists() else {}
-        entries[path.name] = f"{date.today()}, {cpu_name()} ({isa()})"
-        write_atomically(stamps, json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
+    _merge_entry(path.with_name(STAMPS), path.name, measured_stamp())
 
 
 def reference_recorded(source: Path, kind: str) -> str | None:

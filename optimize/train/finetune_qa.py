@@ -29,6 +29,7 @@ from models.qa import QAConfig, tokenize
 from models.runners import torch_qa_logits
 from models.sources import minilm_path
 from models.machine import has_bf16
+from models.manifest import sha256
 from optimize.evaluate import squad
 from optimize.evaluate.squad_metrics import evaluate_model
 from optimize.publish.model_card import write_qa_card
@@ -204,8 +205,6 @@ def finish(model_dir: Path, tokenizer, config: TrainConfig, best: dict, history:
 
 def recorded_look(model_dir: Path, training: dict, metrics: dict, why: str) -> list[dict]:
     """The test looks so far, this one appended: when, which weights, what they scored (issue 48)."""
-    from models.manifest import sha256
-
     look = {"date": datetime.date.today().isoformat(), "fingerprint": sha256(Path(model_dir) / "model.safetensors")[:16],
             "overall_f1": metrics["overall_f1"], "forced_f1": metrics["forced_f1"], "why": why}
     return [*training.get("test_looks", []), look]
@@ -231,10 +230,10 @@ def remeasure(model_dir: Path, training: dict, config: TrainConfig = TrainConfig
     metrics = {k: v for k, v in metrics.items() if not k.startswith("_")}  # per-question working data
     qa_config = {**asdict(config.qa), "null_threshold": metrics["null_threshold"], "verifier": metrics.pop("verifier")}
     (model_dir / "qa_config.json").write_text(json.dumps(qa_config, indent=2) + "\n")
-    from models.machine import cpu_name, isa
+    from models.machine import measured_stamp
 
     training = {**training, "test_looks": recorded_look(model_dir, training, metrics, why),
-                "held_out_measured": f"{datetime.date.today()}, {cpu_name()} ({isa()})",
+                "held_out_measured": measured_stamp(),
                 "null_threshold": metrics["null_threshold"], "held_out": metrics,
                 "test": {k: metrics[k] for k in metrics if k.split("_")[0] in ("overall", "HasAns", "NoAns")},
                 "test_forced_span": {"HasAns_exact": metrics["forced_exact"], "HasAns_f1": metrics["forced_f1"]}}
@@ -257,8 +256,6 @@ def remeasure_saved(model_dir: Path, why: str = "remeasure-qa") -> dict:
 def kept_weights_here(output: Path, best: dict) -> bool:
     """Whether `output` holds the weights of the epoch `best` kept (a run resumed on another machine from its
     compact checkpoint has the best epoch's scores, but the output folder that held its weights stayed behind)."""
-    from models.manifest import sha256
-
     weights = Path(output) / "model.safetensors"
     return "weights_sha256" not in best or (weights.exists() and sha256(weights) == best["weights_sha256"])
 
@@ -284,8 +281,6 @@ def validation_tracker(model, tokenizer, data, config: TrainConfig, history: lis
         if not best or score > validation_score(best["metrics"], best["forced_metrics"]):
             best.update(validation, epoch=epoch)
             save_fp16(model, config.output)
-            from models.manifest import sha256
-
             best["weights_sha256"] = sha256(config.output / "model.safetensors")
         return score
     return on_epoch
