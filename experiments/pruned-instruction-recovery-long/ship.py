@@ -42,7 +42,7 @@ def main(work: Path, output: Path) -> None:
               "validation": decision["candidates"][chosen]}
     details = {k: v for k, v in plan.items() if k not in ("dropped_layers", "ffn_kept")}
     measured = load_pruned()  # becomes the model evaluate.py measured
-    decoder.save_recovery(output, dropped, kept_neurons, decoder.stack_deltas(shipped, merge_snapshot(measured, snapshot)),
+    decoder.save_recovery(output, dropped, kept_neurons, decoder.stack_deltas(shipped, merge_snapshot(measured, saved)),
                           {**details, "second_recovery": second})
     assembled = decoder.assembled(baseline_dir(), output)
     worst = max((a - b).abs().max().item() for a, b in zip(assembled.state_dict().values(), measured.state_dict().values()))

@@ -58,12 +58,11 @@ def measure(name: str, load, tokenizer, work: Path) -> dict:
     return result
 
 
-def merge_snapshot(student, snapshot: Path) -> dict[str, torch.Tensor]:
-    """The snapshot's adapters and norm gains merged into `student` (the shipped `pruned`); returns them as
+def merge_snapshot(student, saved: dict) -> dict[str, torch.Tensor]:
+    """A loaded snapshot's adapters and norm gains merged into `student` (the shipped `pruned`); returns them as
     merge_lora gives them (B scaled), the delta a ship step stacks on the shipped one (../pruned-instruction-recovery-long/ship.py)."""
     from optimize.train import recover_decoder as recover
 
-    saved = torch.load(snapshot, weights_only=False)
     recover.add_lora(student, saved.get("rank", CONFIG.rank), saved.get("alpha", CONFIG.alpha))  # the long round's rank
     parameters = dict(student.named_parameters())
     with torch.no_grad():
@@ -76,7 +75,7 @@ def merge_snapshot(student, snapshot: Path) -> dict[str, torch.Tensor]:
 
 def snapshot_model(student, snapshot: Path):
     """The shipped `pruned` with the snapshot's adapters and norm gains, merged."""
-    merge_snapshot(student, snapshot)
+    merge_snapshot(student, torch.load(snapshot, weights_only=False))
     return student
 
 
