@@ -4,8 +4,9 @@ stack_deltas, so a fresh clone assembles it as before), written as a new plan + 
 that the folder assembles to the model evaluate.py measured (fp16 storage of the adapters aside) and prints
 the build command; the build's own gates decide whether it ships.
 
-Usage: PYTHONPATH=. python experiments/pruned-instruction-recovery-long/ship.py WORK OUTPUT
-       (OUTPUT: weights/generation-smollm2-pruned to replace the shipped one; git keeps the old)
+Usage: PYTHONPATH=. python experiments/pruned-instruction-recovery-long/ship.py WORK OUTPUT [RULE]
+       (OUTPUT: weights/generation-smollm2-pruned to replace the shipped one; git keeps the old;
+        RULE: the round's rule, named in the plan; this folder's RULE.md by default)
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from evaluate import merge_snapshot  # noqa: E402
 SHIPPED = REPO / "weights" / "generation-smollm2-pruned"
 
 
-def main(work: Path, output: Path) -> None:
+def main(work: Path, output: Path, rule: str = "experiments/pruned-instruction-recovery-long/RULE.md") -> None:
     from optimize.prune import decoder
 
     decision = json.loads((work / "decision.json").read_text())
@@ -38,7 +39,7 @@ def main(work: Path, output: Path) -> None:
     saved = torch.load(snapshot, weights_only=False)
     second = {"rounds": "the shipped GPU round, then this CPU round's adapters stacked on it",
               "steps": saved["step"], "rank": saved["rank"], "alpha": saved["alpha"],
-              "rule": "experiments/pruned-instruction-recovery-long/RULE.md", "chosen": chosen,
+              "rule": rule, "chosen": chosen,
               "validation": decision["candidates"][chosen]}
     details = {k: v for k, v in plan.items() if k not in ("dropped_layers", "ffn_kept")}
     measured = load_pruned()  # becomes the model evaluate.py measured
@@ -51,4 +52,4 @@ def main(work: Path, output: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]))
+    main(Path(sys.argv[1]), Path(sys.argv[2]), *sys.argv[3:4])

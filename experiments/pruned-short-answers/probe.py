@@ -2,7 +2,8 @@
 baseline keeps, on prompts no model was chosen on (probe_prompts.py)? Prints each model's passes and the prompts
 where they differ. Reads no test set and chooses nothing.
 
-Usage: PYTHONPATH=. python experiments/pruned-short-answers/probe.py [OUT.json]
+Usage: PYTHONPATH=. python experiments/pruned-short-answers/probe.py [OUT.json] [WORK]
+       (WORK: also every snapshot-<step>.pt of a recovery round there, e.g. artifacts/instruction-recovery-short)
 """
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ def main() -> None:
     models = {"baseline": lambda: baseline, "step-0": load_pruned}
     if (LONG / "snapshot-4000.pt").exists():
         models["long-step-4000"] = lambda: snapshot_model(load_pruned(), LONG / "snapshot-4000.pt")
+    work = Path(sys.argv[2]) if len(sys.argv) > 2 else None
+    for snapshot in sorted(work.glob("snapshot-*.pt"), key=lambda p: int(p.stem.split("-")[1])) if work else ():
+        models[f"{work.name}-{snapshot.stem}"] = lambda snapshot=snapshot: snapshot_model(load_pruned(), snapshot)
     results = {}
     for name, load in models.items():
         runner = in_memory_runner(load(), tokenizer, LONG)
