@@ -18,7 +18,7 @@ same bytes on every rebuild from the same sources. Each measured model is record
 its files and the question set (`reading_record.json` beside this file for the built-in presets,
 committed; `<artifacts>/reading-record.json` for yours), so a fresh machine's first build measures
 only models it has never seen. The manifest names the day and CPU of a recorded measurement;
-`build --full-ladder` measures again."""
+`python -m optimize verify` measures again with no record read."""
 from __future__ import annotations
 
 import hashlib
@@ -59,11 +59,10 @@ def set_key(data: list[squad.Example]) -> str:
     return hashlib.sha256(json.dumps([PROMPT, ANSWER_TOKENS, [e.id for e in data]]).encode()).hexdigest()[:10]
 
 
-def recorded(preset_name: str, directory: Path, load: Callable[[], object], limit: int | None = None,
-             measure_again: bool = False) -> dict:
+def recorded(preset_name: str, directory: Path, load: Callable[[], object], limit: int | None = None) -> dict:
     """The reading-comprehension score of the model in `directory` ({"reading_f1", "questions",
     "per_question"}, plus "recorded": when and where, if it came from the record): measured with
-    `load()`'s runner only when these exact files were never measured on this set (or `measure_again`)."""
+    `load()`'s runner only when these exact files were never measured on this set."""
     from optimize.evaluate.records import model_record
 
     data = questions(limit)
@@ -71,8 +70,7 @@ def recorded(preset_name: str, directory: Path, load: Callable[[], object], limi
     return model_record(
         preset_name, directory, RECORD, "reading-record.json", set_key(data), lambda: measure(load(), data),
         lambda result: {"reading_f1": result["reading_f1"], "per_question": [round(result["per_question"][i], 4) for i in ids]},
-        lambda entry: {"reading_f1": entry["reading_f1"], "questions": len(data), "per_question": dict(zip(ids, entry["per_question"]))},
-        measure_again)
+        lambda entry: {"reading_f1": entry["reading_f1"], "questions": len(data), "per_question": dict(zip(ids, entry["per_question"]))})
 
 
 def answer_text(text: str) -> str:

@@ -44,8 +44,7 @@ MEASURED_HERE: dict[str, dict] = {}  # records off: what this verify run measure
 
 
 def model_record(preset_name: str, directory: Path, committed: Path, user_file: str, set_key: str,
-                 measure: Callable[[], dict], to_entry: Callable[[dict], dict], from_entry: Callable[[dict], dict],
-                 measure_again: bool = False) -> dict:
+                 measure: Callable[[], dict], to_entry: Callable[[dict], dict], from_entry: Callable[[dict], dict]) -> dict:
     """A measure of the model in `directory` that depends only on its files and on `set_key` (the
     questions or prompts, and how they are asked): the same bytes give the same greedy answers, so
     it is read from the record when these exact files were measured on this set, with "recorded"
@@ -60,7 +59,7 @@ def model_record(preset_name: str, directory: Path, committed: Path, user_file: 
         return MEASURED_HERE[key]
     path = record_path(preset_name, committed, user_file)
     entries = json.loads(path.read_text()) if path.exists() else {}
-    if key in entries and not measure_again:
+    if key in entries:
         return {**from_entry(entries[key]), "recorded": entries[key]["measured"]}
     result = measure()
     entry = {"model": f"{preset_name}/{Path(directory).name.removesuffix('.partial')}",
