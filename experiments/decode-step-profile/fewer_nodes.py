@@ -91,8 +91,9 @@ def save(model, out: Path, with_weights: bool) -> Path:
     return out
 
 
-def fuse_gate_up(graph) -> None:
-    """gate_proj and up_proj of each layer as one MatMulNBits over their stacked rows, then a Split."""
+def fuse_gate_up(graph, suffix: str = "/MatMulNBits") -> None:
+    """gate_proj and up_proj of each layer as one MatMulNBits over their stacked rows, then a Split (`suffix`: how
+    the graph names its MatMulNBits nodes; `pruned-optimized`'s are `/MatMul_Q8`)."""
     from onnx import helper, numpy_helper
 
     initializers = {tensor.name: tensor for tensor in graph.initializer}
@@ -100,12 +101,12 @@ def fuse_gate_up(graph) -> None:
     by_name = {node.name: node for node in nodes}
     replaced, dropped = {}, set()
     for node in nodes:
-        if not node.name.endswith("/mlp/gate_proj/MatMulNBits"):
+        if not node.name.endswith(f"/mlp/gate_proj{suffix}"):
             continue
         up = by_name[node.name.replace("gate_proj", "up_proj")]
-        prefix = node.name.replace("/gate_proj/MatMulNBits", "/gate_up_proj")
+        prefix = node.name.replace(f"/gate_proj{suffix}", "/gate_up_proj")
         stacked = []
-        for index, key in ((1, "B"), (2, "scales"), (3, "zero_points")):
+        for index, key in list(((1, "B"), (2, "scales"), (3, "zero_points")))[:len(node.input) - 1]:
             arrays = [numpy_helper.to_array(initializers[n.input[index]]) for n in (node, up)]
             stacked.append(numpy_helper.from_array(np.concatenate(arrays, axis=0), f"{prefix}/{key}"))
             dropped.update(n.input[index] for n in (node, up))
