@@ -78,3 +78,21 @@ def test_a_models_score_is_recorded_once_then_read_and_marked_as_read_and_verify
         assert instructions.recorded("tiny-yours", model, load) and len(loads) == 2  # once per verify run
     (model / "extra.json").write_text("{}")  # other files: another model
     assert "recorded" not in instructions.recorded("tiny-yours", model, load) and len(loads) == 3
+
+
+def test_the_report_shows_each_variants_paired_difference_to_the_baseline_with_its_interval(built_presets, tmp_path,
+                                                                                             monkeypatch):
+    """60 prompts resolve about ±13 points: the report puts the interval beside every share of the baseline's."""
+    from models.showdown import Showdown
+    from optimize.evaluate import instructions
+
+    items = [item for item in instructions.load() if item["kind"] != "long"][:4]
+    monkeypatch.setattr(instructions, "load", lambda path=None: items)
+    report = instructions.run(tmp_path, Showdown(presets=built_presets))
+    variants = report["variants"]
+    assert list(variants)[:2] == ["baseline", "optimized"] and variants["baseline"]["vs_baseline"] is None
+    paired = variants["optimized"]["vs_baseline"]
+    assert paired["items"] == 4 and paired["ci95"][0] <= paired["delta"] <= paired["ci95"][1]
+    table = (tmp_path / "instructions.md").read_text()
+    assert "vs baseline, points (95 % CI, prompts resampled)" in table
+    assert f"| optimized | {variants['optimized']['passed']}/4 |" in table and "| baseline | " in table
