@@ -139,6 +139,15 @@ def main() -> None:
                                                       add_generation_prompt=True)])
     contenders = {"built": BUILT, **{form: rewrite(form) for form in ("matmul-sums", "gate-up", "matmul-sums+gate-up")}}
     models = {name: OnnxCausalLM(path, session_options, "CPUExecutionProvider") for name, path in contenders.items()}
+    texts, rates = timed_rounds(models, ids, rounds)
+    print("| graph | decode tok/s (median) | vs built (median of per-round ratios) | per-round range | same 64 tokens as built |")
+    print("|---|---|---|---|---|")
+    print_rows(texts, rates, "built", "built")
+
+
+def timed_rounds(models: dict, ids: torch.Tensor, rounds: int) -> tuple[dict, dict]:
+    """(each decoder's 64 greedy tokens, its decode tokens/s per round): the decoders in one process, each round
+    in a rotated order, decoding timed as 64 tokens minus a one-token prefill."""
     texts, rates = {}, {name: [] for name in models}
     for name, model in models.items():  # warm
         texts[name] = model.decoder.generate(ids, 64, ignore_eos=True)[0, ids.shape[1]:].tolist()
@@ -152,11 +161,14 @@ def main() -> None:
             start = time.perf_counter()
             decoder.generate(ids, 64, ignore_eos=True)
             rates[name].append(63 / (time.perf_counter() - start - prefill))
-    print("| graph | decode tok/s (median) | vs built (median of per-round ratios) | per-round range | same 64 tokens as built |")
-    print("|---|---|---|---|---|")
+    return texts, rates
+
+
+def print_rows(texts: dict, rates: dict, reference: str, same_as: str) -> None:
+    """One Markdown row per decoder: median tokens/s, its per-round ratio to `reference`, tokens equal to `same_as`'s."""
     for name, values in rates.items():
-        ratios = [v / b for v, b in zip(values, rates["built"])]
-        same = sum(a == b for a, b in zip(texts[name], texts["built"]))
+        ratios = [v / r for v, r in zip(values, rates[reference])]
+        same = sum(a == b for a, b in zip(texts[name], texts[same_as]))
         print(f"| {name} | {statistics.median(values):.1f} | {statistics.median(ratios):.3f}x | "
               f"{min(ratios):.3f}-{max(ratios):.3f} | {same}/64 |")
 

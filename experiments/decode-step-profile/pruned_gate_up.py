@@ -9,16 +9,14 @@ times it. Stacking rows leaves every output's arithmetic as it was, so the texts
 from __future__ import annotations
 
 import shutil
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fewer_nodes import fuse_gate_up, save  # noqa: E402
+from fewer_nodes import fuse_gate_up, print_rows, save, timed_rounds  # noqa: E402
 
 OPTIMIZED = Path("artifacts/generation-smollm2/optimized")
 BUILT = Path("artifacts/generation-smollm2/pruned-optimized")
@@ -52,27 +50,10 @@ def main() -> None:
     models = {"optimized": OnnxCausalLM(OPTIMIZED, session_options, "CPUExecutionProvider"),
               "pruned-optimized": OnnxCausalLM(BUILT, session_options, "CPUExecutionProvider", filled=True),
               "pruned-optimized, gate-up": OnnxCausalLM(rewrite(), session_options, "CPUExecutionProvider", filled=True)}
-    texts, rates = {}, {name: [] for name in models}
-    for name, model in models.items():  # warm
-        texts[name] = model.decoder.generate(ids, 64, ignore_eos=True)[0, ids.shape[1]:].tolist()
-    for round_ in range(rounds):
-        order = list(models)[round_ % len(models):] + list(models)[:round_ % len(models)]
-        for name in order:
-            decoder = models[name].decoder
-            start = time.perf_counter()
-            decoder.generate(ids, 1, ignore_eos=True)
-            prefill = time.perf_counter() - start
-            start = time.perf_counter()
-            decoder.generate(ids, 64, ignore_eos=True)
-            rates[name].append(63 / (time.perf_counter() - start - prefill))
+    texts, rates = timed_rounds(models, ids, rounds)
     print("| decoder | decode tok/s (median) | vs optimized (median of per-round ratios) | per-round range | same 64 tokens as the built pruned-optimized |")
     print("|---|---|---|---|---|")
-    for name, values in rates.items():
-        ratios = [v / o for v, o in zip(values, rates["optimized"])]
-        same = sum(a == b for a, b in zip(texts[name], texts["pruned-optimized"]))
-        print(f"| {name} | {statistics.median(values):.1f} | {statistics.median(ratios):.3f}x | "
-              f"{min(ratios):.3f}-{max(ratios):.3f} | {same}/64 |")
-
+    print_rows(texts, rates, "optimized", "pruned-optimized")
 
 if __name__ == "__main__":
     main()
