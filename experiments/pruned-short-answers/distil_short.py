@@ -90,7 +90,8 @@ FACTS = ("Who wrote the play Macbeth?", "Who painted the ceiling of the Sistine 
 def short_prompts(seed: int) -> list[str]:
     """Prompts of the instruction set's kinds over slot words no measured prompt uses; shuffled, at most SHORT."""
     rng = random.Random(seed)
-    vocabulary = set().union(*distil_long.measured_words(), *(distil_long._words(p["prompt"]) for p in probe_prompts()))
+    measured = measured_prompts()
+    vocabulary = set().union(*(distil_long._words(prompt) for prompt in measured))
     fresh = lambda *slots: not any(distil_long._words(s) & vocabulary for s in slots)  # noqa: E731
     asked = [f"What is the capital of {c}?" for c in COUNTRIES if fresh(c)]
     asked += [f"Which city is the capital of {c}? Answer in one word." for c in COUNTRIES if fresh(c)]
@@ -112,7 +113,7 @@ def short_prompts(seed: int) -> list[str]:
     asked += [f"Translate the {language} word '{word}' into English." for language, word in FOREIGN if fresh(word)]
     asked += [f"How many {thing} does {owner} have?" for thing, owner in COUNTS if fresh(thing, owner)]
     asked += [f for f in FACTS if fresh(f)]
-    measured_numbers = {int(n) for p in measured_prompts() for n in re.findall(r"\d+", p)}
+    measured_numbers = {int(n) for prompt in measured for n in re.findall(r"\d+", prompt)}
     numbers = [n for n in range(2, 100) if n not in measured_numbers]
     for a, b in itertools.islice(((rng.choice(numbers), rng.choice(numbers)) for _ in itertools.count()), 400):
         if a == b or 2 * a in measured_numbers:

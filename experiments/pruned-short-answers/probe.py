@@ -41,7 +41,7 @@ def main() -> None:
         runner = in_memory_runner(load(), tokenizer, LONG)
         asked = instructions.measure(runner, probe_prompts())
         results[name] = {"passed": asked["passed"], "by_kind": asked["by_kind"],
-                         "answers": {k: v for k, v in asked["answers"].items()}}
+                         "answers": asked["answers"]}
         print(name, asked["passed"], asked["by_kind"], flush=True)
     for item in probe_prompts():
         row = {name: results[name]["answers"][item["id"]]["passed"] for name in results}

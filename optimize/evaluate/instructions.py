@@ -125,8 +125,8 @@ def run(output: Path | None = None, showdown=None) -> dict:
             continue
         results[variant] = measure(runner)
     baseline = results.get("baseline")
+    base = baseline["instruction_pct"] if baseline else 0  # no share of a baseline that passed nothing
     for result in results.values():
-        base = baseline["instruction_pct"] if baseline else 0  # no share of a baseline that passed nothing
         result["of_baseline_pct"] = round(100 * result["instruction_pct"] / base, 1) if base else None
         result["vs_baseline"] = _paired(baseline, result) if baseline and result is not baseline else None
     report = {"created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "set": str(SET_PATH.name), "variants": results}
