@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import json
 import sys
-import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -25,9 +24,10 @@ from optimize.evaluate import reading, squad  # noqa: E402
 from optimize.prompts import TEMPLATES  # noqa: E402
 from measure import CHAT  # noqa: E402
 from oracle import replay  # noqa: E402
+from pass_width import pass_prices  # noqa: E402
 
 VARIANTS = ("pruned-optimized", "optimized")
-WIDTHS = range(1, 14)  # draft_tokens up to 12, plus the model's own next token
+WIDTHS = tuple(range(1, 14))  # draft_tokens up to 12, plus the model's own next token
 TOPICS = ("a lighthouse", "winter gardening", "the bicycle", "a city library", "learning to swim")
 GRID = dict(max_ngram=(3, 4), min_ngram=(1, 2), draft_tokens=(4, 8, 12), start_tokens=(1, 2, 3, 4),
             backoff=(0, 2, 4, 8), max_backoff=(8, 32))
@@ -43,23 +43,6 @@ def validation_prompts() -> dict[str, list[str]]:
     return {"reading": [reading.PROMPT.format(context=e.context, question=e.question) for e in examples],
             "rewrite": [REWRITE_PROMPT.format(context=e.context) for e in examples[:8]],
             "chat": [CHAT] + [template.format(topic=topic) for template, topic in zip(TEMPLATES[4:9], TOPICS)]}
-
-
-def pass_prices(decoder) -> dict[int, float]:
-    """A pass over w positions on the filled graph, in one-position passes (pass_width.py's method)."""
-    step, _ = decoder._shared_steps(400, filled=True)
-    rng = np.random.default_rng(0)
-    step(rng.integers(100, 40000, size=(1, 250)), 0)
-    times: dict[int, list[float]] = {width: [] for width in WIDTHS}
-    for _ in range(5):
-        for width in WIDTHS:
-            ids = rng.integers(100, 40000, size=(1, width))
-            started = time.perf_counter()
-            for _ in range(10):
-                step(ids, 250, width)
-            times[width].append(time.perf_counter() - started)
-    one = float(np.median(times[1]))
-    return {width: round(float(np.median(measured)) / one, 3) for width, measured in times.items()}
 
 
 def texts(runner, prompts: dict[str, list[str]]) -> dict[str, list[tuple[list[int], list[int]]]]:
@@ -84,7 +67,7 @@ def main() -> None:
     measured = {}
     for variant in VARIANTS:
         runner = load_runner("generation", variant, "onnxruntime", default_preset("generation").built_dir(variant))
-        measured[variant] = {"prices": pass_prices(runner.model.decoder), "texts": texts(runner, prompts)}
+        measured[variant] = {"prices": pass_prices(runner.model.decoder, WIDTHS, filled=True), "texts": texts(runner, prompts)}
         print(variant, measured[variant]["prices"], file=sys.stderr, flush=True)
     candidates = [PromptLookup(**dict(zip(GRID, values))) for values in itertools.product(*GRID.values())]
 
