@@ -146,7 +146,7 @@ def api_compare_qa(showdown: Showdown):
                    handle_impossible_answer: bool = False) -> dict:
         """What a click of the QA tab computes: every variant named (default: all) answers, each
         timed after one untimed warm-up call, with `speedup` over the baseline's total time."""
-        return showdown.compare(context, question, list(variants or VARIANTS), bool(handle_impossible_answer))
+        return showdown.compare(context, question, VARIANTS if variants is None else variants, bool(handle_impossible_answer))
     return compare_qa
 
 

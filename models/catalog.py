@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from models.errors import InputError
 from models.preset import (OPTIMIZE_STEPS, REPO_ROOT, VARIANT_COLORS, VARIANTS, Preset, PruneSpec, Runtime,  # noqa: F401 - the catalog's vocabulary, imported from here
-                           Source, Task, Variant, artifacts_root, optimized_variant)
+                           Source, Task, Variant, artifacts_root, chosen_variants, optimized_variant)
 from models.user_presets import user_presets
 
 

@@ -18,6 +18,18 @@ VARIANT_COLORS = {"baseline": "#e45756", "optimized": "#4c78a8", "pruned": "#f58
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def chosen_variants(names: str | list[str] | tuple[str, ...] | None) -> list[str]:
+    """The variants a click or an API call names, in the showdown's order. An embedder may pass one name as a
+    string; an empty choice and a name that is no variant are the caller's errors, said as such."""
+    names = [names] if isinstance(names, str) else list(names or [])
+    if not names:
+        raise InputError("Select at least one variant.")
+    if unknown := [name for name in names if name not in VARIANTS]:
+        raise InputError(f"Unknown variant{'s' if len(unknown) > 1 else ''} {', '.join(repr(n) for n in unknown)}; "
+                         f"choose from {', '.join(VARIANTS)}.")
+    return [variant for variant in VARIANTS if variant in names]
+
+
 def artifacts_root() -> Path:
     """Built variants; override with SHOWDOWN_ARTIFACTS (tests point it at a temporary folder)."""
     return Path(os.environ.get("SHOWDOWN_ARTIFACTS", REPO_ROOT / "artifacts"))

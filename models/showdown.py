@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from models import generation, qa
-from models.catalog import REPO_ROOT, VARIANTS, Preset, Task, all_presets, default_preset, preset, pushed_preset
+from models.catalog import (REPO_ROOT, VARIANTS, Preset, Task, all_presets, chosen_variants, default_preset, preset,
+                            pushed_preset)
 from models.errors import ConfigError, InputError, VariantUnavailable
 from models.machine import resident_bytes
 from models.recorded import recorded_accuracy
@@ -316,9 +317,7 @@ class Showdown:
         """A QA click: each variant answers CLICK_CALLS times in rotating rounds (the first call after an untimed
         one) and shows its median call, the range and its speedup; one call wandered (docs/measurements.md)."""
         qa.validate(question, context)
-        if not variants:
-            raise InputError("Select at least one variant.")
-        chosen = self.run_order([v for v in VARIANTS if v in variants])
+        chosen = self.run_order(chosen_variants(variants))
         calls: dict[str, list[dict]] = {v: [] for v in chosen}
         errors: dict[str, dict] = {}
         for round_index in range(CLICK_CALLS):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.catalog import VARIANTS
+from models.catalog import chosen_variants
 from models.errors import InputError, UnknownVariant, VariantUnavailable
 from models.squad_metric import best_of, normalize_answer
 
@@ -216,9 +216,7 @@ def score(answer: Callable[[str, str, str, bool], dict], items: list[Item], vari
     unanswerable questions), latency p50 / p95 and agreement with the baseline; one row per item and
     variant. A variant that cannot answer (not in this preset, not ready) is reported with its reason and
     skipped; a question a variant refuses (longer than it reads, say) is counted as skipped, with the reason."""
-    chosen = [v for v in VARIANTS if v in variants]
-    if not chosen:
-        raise InputError("Select at least one variant.")
+    chosen = chosen_variants(variants)
     rows: list[dict] = []
     errors: dict[str, str] = {}
     skipped: dict[str, list[str]] = {variant: [] for variant in chosen}

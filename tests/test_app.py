@@ -79,6 +79,12 @@ def test_compare_qa_times_each_variant_after_a_warm_up_with_its_speedup(client):
     assert results["baseline"]["answer"] == client.predict(SEED, "Who worked harder?", "baseline", api_name="/qa")["answer"]
     with pytest.raises(Exception, match="Please enter a question"):
         client.predict(SEED, " ", ["baseline"], api_name="/compare_qa")
+    # a name that is no variant, or none chosen, is said as such (it was a bare ZeroDivisionError); one name may be a string
+    with pytest.raises(Exception, match="Unknown variant 'turbo'; choose from baseline"):
+        client.predict(SEED, "Who worked harder?", ["turbo"], api_name="/compare_qa")
+    with pytest.raises(Exception, match="Select at least one variant"):
+        client.predict(SEED, "Who worked harder?", [], api_name="/compare_qa")
+    assert list(client.predict(SEED, "Who worked harder?", "optimized", api_name="/compare_qa")) == ["optimized"]
 
 
 def test_bad_input_gives_a_message_and_the_server_keeps_serving(client):

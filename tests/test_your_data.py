@@ -91,6 +91,9 @@ def test_score_qa_says_what_is_wrong_and_the_server_keeps_serving(client, app_ur
     path.write_text('{"context": "c", "question": "q", "answer": "a"}\nnot json\n')
     with pytest.raises(Exception, match="Line 2 is not valid JSON"):
         client.predict(handle_file(str(path)), ["baseline"], True, api_name="/score_qa")
+    path.write_text('{"context": "c", "question": "q", "answer": "a"}\n')
+    with pytest.raises(Exception, match="Unknown variant 'turbo'"):  # it read "Select at least one variant"
+        client.predict(handle_file(str(path)), ["baseline", "turbo"], True, api_name="/score_qa")
     # a raw HTTP call naming a server file, not an upload (gradio_client would upload the client's own copy)
     with httpx.Client(base_url=app_url, timeout=60) as http, pytest.raises(RuntimeError, match="answered with an error"):
         http_api_call(http, "score_qa", [{"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}, ["baseline"], True])

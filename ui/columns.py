@@ -6,7 +6,7 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from models.catalog import VARIANT_COLORS, VARIANTS
+from models.catalog import VARIANT_COLORS, VARIANTS, chosen_variants
 from models.errors import InputError
 from models.showdown import Showdown
 
@@ -255,11 +255,9 @@ def check(validate, *args, selected: list[str]) -> list[str]:
     """Validate before anything runs; the message reaches the user as a toast, never a trace."""
     try:
         validate(*args)
-        if not selected:
-            raise InputError("Select at least one variant.")
+        return chosen_variants(selected)
     except InputError as error:
         raise gr.Error(str(error)) from error
-    return [v for v in VARIANTS if v in selected]
 
 
 def record(showdown: Showdown, task: str, results: dict, stats: dict, history: pd.DataFrame) -> list:

@@ -76,7 +76,7 @@ def api_score_qa(showdown: Showdown, limits: Limits):
         if not path or not is_in_or_equal(path, get_upload_folder()):  # only what the client uploaded
             raise gr.Error("Send the file as an upload (gradio_client: handle_file(path)).")
         try:
-            return score(showdown.answer, read_file(path, limits), list(variants or VARIANTS), bool(handle_impossible_answer))
+            return score(showdown.answer, read_file(path, limits), VARIANTS if variants is None else variants, bool(handle_impossible_answer))
         except USER_ERRORS as error:
             raise gr.Error(str(error)) from error
     return score_qa
