@@ -32,6 +32,8 @@ def validate(prompt: str, max_new_tokens: int) -> tuple[str, int]:
     if len(prompt) > MAX_PROMPT_CHARS:
         raise InputError(f"The prompt is too long ({len(prompt):,} characters; at most {MAX_PROMPT_CHARS:,}).")
     try:  # 3.7 is refused, not cut to 3: a count the caller did not ask for would be timed as theirs
+        if isinstance(max_new_tokens, bool):  # int(True) is 1: a checkbox's value is not a count
+            raise TypeError(max_new_tokens)
         whole = int(max_new_tokens)
         if whole != float(max_new_tokens):
             raise ValueError(max_new_tokens)

@@ -63,6 +63,14 @@ def test_generation_reports_prompt_and_decoding_speed_apart(client):
     result = client.predict("Say hello", "baseline", 5, api_name="/generate")
     assert result["prefill_tokens_per_s"] > 0 and result["decode_tokens_per_s"] > 0 and result["prompt_tokens"] > 0
     assert result["timing"] == "one call, no warm-up"
+    # one token has no decoding to time: its column says so, and no speedup is made of it
+    from ui.columns import speedup, stats_markdown
+
+    one = client.predict("Say hello", "baseline", 1, api_name="/generate")
+    status = next(v for v in client.predict(api_name="/variants") if (v["task"], v["variant"]) == ("generation", "baseline"))
+    text = stats_markdown(status, one, one, "generation")
+    assert "decoding not timed (one token) · 1 token written" in text and "0.0 tokens/s" not in text, text
+    assert speedup(one, one, "generation") is None
 
 
 def test_compare_qa_times_each_variant_after_a_warm_up_with_its_speedup(client):
@@ -96,6 +104,8 @@ def test_bad_input_gives_a_message_and_the_server_keeps_serving(client):
         client.predict("Hi", "baseline", 100000, api_name="/generate")
     with pytest.raises(Exception, match=r"max_new_tokens must be a whole number \(got 3.7\)"):
         client.predict("Hi", "baseline", 3.7, api_name="/generate")
+    with pytest.raises(Exception, match=r"max_new_tokens must be a whole number \(got True\)"):
+        client.predict("Hi", "baseline", True, api_name="/generate")
     assert client.predict(SEED, "Who worked harder?", "baseline", api_name="/qa")["latency_ms"]["total"] > 0
 
 

@@ -174,9 +174,11 @@ def stats_markdown(status: dict, result: dict, baseline: dict | None, task: str)
     if task == "generation":
         cached = (f", {result['cached_prompt_tokens']} of its {result['prompt_tokens']} tokens read from the template cache"
                   if result.get("cached_prompt_tokens") else "")
+        decode = result.get("decode_tokens_per_s") or 0.0
+        written = f"{result['new_tokens']} token{'s' if result['new_tokens'] != 1 else ''} written"
         lines.append(f"first token {_ms(result['ttft_ms'])} (prompt {result.get('prefill_tokens_per_s', 0):,.0f} tokens/s{cached}) · "
-                     f"**decoding {result.get('decode_tokens_per_s', 0):.1f} tokens/s** · {result['new_tokens']} tokens written"
-                     + _lookup_note(result.get("draft")))
+                     + (f"**decoding {decode:.1f} tokens/s**" if decode else "decoding not timed (one token)")
+                     + f" · {written}" + _lookup_note(result.get("draft")))
     else:
         lines.append(f"{result['tokens']} tokens in {result['windows']} window(s) · null margin {result['score']:+.2f}"
                      + (f" · answerability {result['answerability']:+.2f}" if result.get("verifier") and result.get("answerability") is not None else ""))
