@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from models.errors import VariantUnavailable
+from models.errors import ConfigError, VariantUnavailable
 
 
 def package_file(package: str, relative: str) -> Path:
@@ -20,6 +20,14 @@ def package_file(package: str, relative: str) -> Path:
     if not path.exists():
         raise VariantUnavailable(f"'{relative}' is missing from package '{package}' at {path.parent}.")
     return path
+
+
+def model_folder(path: Path) -> Path:
+    """A local model folder a command was given: said plainly when it is not one (transformers would take the path
+    for a Hub id and fail on its characters)."""
+    if not (Path(path) / "config.json").is_file():
+        raise ConfigError(f"{path} is not a model folder (no config.json there)")
+    return Path(path)
 
 
 def minilm_path() -> Path:

@@ -2,6 +2,9 @@
 cached by path, size and mtime so that a start with unchanged artifacts does not read them again."""
 import os
 import shutil
+from pathlib import Path
+
+import pytest
 
 from models import manifest
 from models.manifest import built_steps, verify
@@ -79,3 +82,37 @@ def test_the_offline_commands_turn_a_users_mistake_into_one_line(tmp_path, capsy
     assert "heads and FFN shares kept are in (0, 1]; got 5.0 and 0.67" in capsys.readouterr().err
     assert main(["build", "--model", str(model), "--task", "generation", "--reading-questions", "-5"]) == 2
     assert "--reading-questions must be at least 1 (got -5)" in capsys.readouterr().err
+
+
+def test_training_and_pruning_refuse_a_value_no_run_can_use_before_writing_anything(tmp_path, capsys):
+    """`train-qa --epochs 0` ended in a KeyError after rewriting the shipped baseline's tokenizer (its default output);
+    `prune` went on to tokenize or to compute teacher answers with a cut larger than the model; a folder that is not a
+    model was taken for a Hub id. Each is now one line, exit status 2, before anything is written."""
+    from optimize.__main__ import main
+
+    shipped = Path("weights/qa-minilm-squad2/tokenizer.json")
+    before = shipped.read_bytes()
+    out = tmp_path / "out"
+    cases = {
+        ("train-qa", "--epochs", "0"): "error: epochs 0: each must be at least 1",
+        ("train-qa", "--negatives-share", "1.5", "--output", str(out)): "error: negatives 1.5: shares are between 0 and 1",
+        ("train-qa", "--init-from", str(tmp_path / "none"), "--output", str(out)): "none is not a model folder (no config.json there)",
+        ("diagnose-qa", "--weights", str(tmp_path)): f"error: {tmp_path} is not a model folder",
+        ("remeasure-qa", "--weights", str(tmp_path)): f"error: {tmp_path} is not a model folder",
+        ("prune", "--task", "qa", "--heads-kept", "0", "--output", str(out)): "heads and FFN neurons kept must be ≥ 1",
+        ("prune", "--task", "qa", "--heads-kept", "13", "--output", str(out)): "the model has 12 heads",
+        ("prune", "--task", "generation", "--steps", "0", "--output", str(out)): "steps, batch size, rank and threads must be ≥ 1",
+    }
+    for argv, message in cases.items():
+        assert main(list(argv)) == 2, argv
+        assert message in capsys.readouterr().err, argv
+    assert shipped.read_bytes() == before and not out.exists()
+    # the generation cut is checked against the model's config before its weights load (the CLI path resolves the
+    # GGUF baseline first, tens of seconds in a fresh artifacts folder)
+    from types import SimpleNamespace
+
+    from models.errors import ConfigError
+    from optimize.prune.decoder import DecoderPruneConfig
+
+    with pytest.raises(ConfigError, match="the model has 30 layers of 1536 FFN neurons; asked to drop 30 layers"):
+        DecoderPruneConfig(layers_dropped=30).check_fits(SimpleNamespace(intermediate_size=1536, num_hidden_layers=30))

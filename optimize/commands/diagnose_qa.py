@@ -14,7 +14,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from models.sources import model_folder
     from optimize.evaluate.answerability import run as diagnose
 
-    diagnose(*([tuple(args.weights)] if args.weights else []))
+    diagnose(*([tuple(model_folder(folder) for folder in args.weights)] if args.weights else []))
     return 0

@@ -18,8 +18,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from models.sources import model_folder
     from optimize.train.finetune_qa import remeasure_saved
 
-    for weights in args.weights or (Path("weights/qa-minilm-squad2"), Path("weights/qa-minilm-squad2-pruned")):
+    for weights in [model_folder(folder) for folder in args.weights or ()] or (
+            Path("weights/qa-minilm-squad2"), Path("weights/qa-minilm-squad2-pruned")):
         remeasure_saved(weights, args.why)
     return 0

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from models.errors import ConfigError
 from optimize.prune.decoder_layout import decoder_layers, ffn_out_norms, ffn_width, layout, narrow_ffn
 from optimize.prune.encoder_layout import module as find
 from optimize.prune.encoder_layout import set_module
@@ -35,6 +36,18 @@ class DecoderPruneConfig:
     ffn_pruned_share: float = 0.0  # of all FFN neurons, ranked across layers (widths then differ)
     calibration_texts: int = 32
     max_tokens: int = 256
+
+    def __post_init__(self) -> None:
+        if self.layers_dropped < 0 or self.ffn_kept < 1 or not 0 <= self.ffn_pruned_share < 1:
+            raise ConfigError(f"layers dropped must be ≥ 0, FFN neurons kept ≥ 1 and the FFN share pruned in [0, 1); got "
+                              f"{self.layers_dropped}, {self.ffn_kept} and {self.ffn_pruned_share}")
+
+    def check_fits(self, model_config) -> None:
+        """Said before any work when the cut asks more than the model has (a transformers config)."""
+        width, layers = model_config.intermediate_size, model_config.num_hidden_layers
+        if self.ffn_kept > width or self.layers_dropped >= layers:
+            raise ConfigError(f"the model has {layers} layers of {width} FFN neurons; asked to drop "
+                              f"{self.layers_dropped} layers and keep {self.ffn_kept} neurons")
 
 
 FFN_BLOCK = 16  # kept widths are multiples of 16 (MatMulNBits' smallest block; narrow_ffn cuts any block size)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from models.errors import ConfigError
 from optimize.evaluate.squad import collate
 from optimize.prune.encoder_layout import encoder_layers, head_count, layout, module, set_module
 from optimize.prune.slicing import select_columns, select_rows
@@ -34,6 +35,18 @@ class PruneConfig:
     calibration_windows: int = 256
     batch_size: int = 16
     seed: int = 42
+
+    def __post_init__(self) -> None:
+        if self.heads_kept < 1 or self.ffn_kept < 1 or self.layers_dropped < 0:
+            raise ConfigError(f"heads and FFN neurons kept must be ≥ 1 and layers dropped ≥ 0; got {self.heads_kept}, "
+                              f"{self.ffn_kept} and {self.layers_dropped}")
+
+    def check_fits(self, model_config) -> None:
+        """Said before any work when the cut asks more than the model has (a transformers config)."""
+        heads, width, layers = model_config.num_attention_heads, model_config.intermediate_size, model_config.num_hidden_layers
+        if self.heads_kept > heads or self.ffn_kept > width or self.layers_dropped >= layers:
+            raise ConfigError(f"the model has {heads} heads and {width} FFN neurons per layer and {layers} layers; "
+                              f"asked to keep {self.heads_kept} heads and {self.ffn_kept} neurons and drop {self.layers_dropped} layers")
 
 
 def importance(model, features: list[dict], pad_id: int, config: PruneConfig) -> tuple[torch.Tensor, torch.Tensor]:

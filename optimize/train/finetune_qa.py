@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from models.errors import ConfigError
 from models.qa import QAConfig, tokenize
 from models.runners import torch_qa_logits
-from models.sources import minilm_path
+from models.sources import minilm_path, model_folder
 from models.machine import has_bf16
 from models.manifest import sha256
 from optimize.evaluate import squad
@@ -67,6 +68,24 @@ class TrainConfig:
     qa: QAConfig = field(default_factory=QAConfig)
     checkpoint_every: int = 200  # steps between checkpoints when fit() is given a checkpoint path
     score_test: bool = True  # False: validation only; remeasure-qa scores the test articles of a chosen candidate
+
+    def __post_init__(self) -> None:
+        """A value no run can use is refused before anything is read or written (`--epochs 0` ended in a KeyError
+        after writing into the output folder, by default the shipped baseline's)."""
+        counts = {"epochs": self.epochs, "batch size": self.batch_size, "threads": self.threads}
+        if bad := [f"{name} {value}" for name, value in counts.items() if value < 1]:
+            raise ConfigError(f"{', '.join(bad)}: each must be at least 1")
+        if not self.learning_rate > 0 or self.answerable_first_epochs < 0 or self.answerability_weight < 0:
+            raise ConfigError(f"learning rate must be > 0, answerable-first epochs and answerability weight ≥ 0; got "
+                              f"{self.learning_rate}, {self.answerable_first_epochs} and {self.answerability_weight}")
+        shares = {"negatives": self.negatives_share, "removed-answer": self.removed_answer_share,
+                  "swapped-name": self.swapped_name_share, "short-context": self.short_context_share,
+                  "null fraction": self.null_fraction}
+        if bad := [f"{name} {value}" for name, value in shares.items() if not 0 <= value <= 1]:
+            raise ConfigError(f"{', '.join(bad)}: shares are between 0 and 1")
+        for folder in (self.init_from, self.base):
+            if folder is not None:
+                model_folder(folder)
 
     def resumable_key(self) -> dict:
         """What a checkpoint must share with the run that continues it (threads, device and

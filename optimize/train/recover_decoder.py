@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from models.errors import ConfigError
 from optimize.evaluate.continuations import greedy_answers
 from optimize.prune.decoder import DecoderPruneConfig, ffn_widths, importance, plan, prune_with_plan, save_recovery
 
@@ -99,6 +100,11 @@ class DecoderRecoveryConfig:
     threads: int = 2
     hidden_weight: float = 0.0  # > 0: also match each kept layer's output to the teacher's same layer
     checkpoint_every: int = 25  # steps between checkpoints when recover() is given a checkpoint path
+
+    def __post_init__(self) -> None:
+        if min(self.steps, self.batch_size, self.rank, self.threads) < 1 or not self.learning_rate > 0:
+            raise ConfigError(f"steps, batch size, rank and threads must be ≥ 1 and the learning rate > 0; got {self.steps}, "
+                              f"{self.batch_size}, {self.rank}, {self.threads} and {self.learning_rate}")
 
     def resumable_key(self) -> dict:
         """What a checkpoint must share with the run that continues it (threads and checkpoint
@@ -319,7 +325,7 @@ def _run(prune_config: DecoderPruneConfig, recovery_config: DecoderRecoveryConfi
     import random
     import time
 
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     from models.catalog import default_preset
     from models.manifest import sha256
@@ -332,6 +338,7 @@ def _run(prune_config: DecoderPruneConfig, recovery_config: DecoderRecoveryConfi
     baseline_dir = resolve(preset, preset.variant("baseline"))
     tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
     load = lambda: AutoModelForCausalLM.from_pretrained(baseline_dir, dtype=torch.float32).eval()  # noqa: E731
+    prune_config.check_fits(AutoConfig.from_pretrained(baseline_dir))  # before minutes of loading and teacher answers
     teacher, student = load(), load()
     chats = teacher_chat_set(teacher, tokenizer, baseline_dir)
     texts = recovery_texts(tokenizer, prune_config.max_tokens) + chats

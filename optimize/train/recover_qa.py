@@ -128,7 +128,7 @@ def run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: E
 
 def _run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: EncoderRecoveryConfig, train_share: float,
          stop_after: int | None, checkpoint: Path) -> dict:
-    from transformers import AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
 
     from optimize.evaluate import squad
     from optimize.evaluate.squad_metrics import evaluate_model
@@ -137,6 +137,7 @@ def _run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: 
 
     torch.set_num_threads(train_config.threads)
     seed_everything(train_config.seed)
+    prune_config.check_fits(AutoConfig.from_pretrained(baseline_dir))
     articles = squad.load_articles(train_config.data)
     tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
     features = training_features(tokenizer, training_examples(train_config, articles), train_config.qa)
