@@ -231,6 +231,11 @@ def test_a_generation_build_is_measured_against_its_source_with_intervals(tiny_l
     rebuilt = read_manifest(build_onnx(preset, "optimized", recipe=OnnxRecipe(quantize=False, exporter="genai-builder"),
                                        strict=False, force=True))["metrics"]
     assert "reading_recorded" in rebuilt and rebuilt["reading_f1"] == metrics["reading_f1"], rebuilt
+    # a measured build serves a request not to measure: `--no-eval` once rebuilt it and dropped its measures
+    messages = []
+    kept = build_onnx(preset, "optimized", recipe=OnnxRecipe(quantize=False, exporter="genai-builder"), evaluate=False,
+                      progress=messages.append)
+    assert messages == [f"{preset.name}/optimized: up to date, skipped"] and read_manifest(kept)["metrics"] == rebuilt
 
 
 @requires_squad()

@@ -214,6 +214,9 @@ def beside_reference(metrics: dict, reference: dict) -> dict:
     return {**metrics, **{f"reference_{key}": reference[key] for key in QA_GATED + QA_SHOWN if key in reference}}
 
 
+NOT_GATED = "nothing (built without measuring: --no-eval)"
+
+
 def gate_inputs(task: str, evaluate: bool = True, reading_questions: int | None = None) -> dict:
     """What a build's manifest records about what its gates read, so that a variant gated before a change
     of gated set is built and measured again (QA moved from the test articles to validation, issue 48;
@@ -223,7 +226,7 @@ def gate_inputs(task: str, evaluate: bool = True, reading_questions: int | None 
     from optimize.evaluate import squad
 
     if not evaluate:
-        return {"gated_on": "nothing (built without measuring: --no-eval)"}
+        return {"gated_on": NOT_GATED}
     if task == "qa":
         gated = "validation articles" if squad.DEFAULT_SQUAD_PATH.exists() else "nothing (SQuAD 2.0 dev data absent)"
     elif squad.MORE_DEV_PATH.exists():
