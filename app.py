@@ -201,7 +201,7 @@ def main() -> int:
         nice, switch = serving_settings()
         port = settings.number("GRADIO_SERVER_PORT", 7860, int, minimum=0)
         build = settings.flag("SHOWDOWN_BUILD", True)
-        runners.cpu_threads(), runners.prompt_lookup(), runners.wanted_device()  # read later, by every load
+        runners.cpu_threads(), runners.prompt_lookup(), runners.wanted_device(), Limits.from_environment()  # read later
     except (ConfigError, InputError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -10,13 +10,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from models import settings
 from models.catalog import chosen_variants
 from models.errors import InputError, UnknownVariant, VariantUnavailable
 from models.squad_metric import best_of, normalize_answer
@@ -34,9 +34,9 @@ class Limits:
 
     @classmethod
     def from_environment(cls) -> Limits:
-        return cls(max_rows=int(os.environ.get("SHOWDOWN_SCORE_MAX_ROWS", cls.max_rows)),
-                   max_bytes=int(os.environ.get("SHOWDOWN_SCORE_MAX_BYTES", cls.max_bytes)),
-                   max_context_chars=int(os.environ.get("SHOWDOWN_SCORE_MAX_CONTEXT_CHARS", cls.max_context_chars)))
+        return cls(max_rows=settings.number("SHOWDOWN_SCORE_MAX_ROWS", cls.max_rows, int, minimum=1),
+                   max_bytes=settings.number("SHOWDOWN_SCORE_MAX_BYTES", cls.max_bytes, int, minimum=1),
+                   max_context_chars=settings.number("SHOWDOWN_SCORE_MAX_CONTEXT_CHARS", cls.max_context_chars, int, minimum=1))
 
     def text(self) -> str:
         return (f"at most {self.max_rows:,} questions, {self.max_bytes / 1e6:.1f} MB, "

@@ -4,6 +4,7 @@ import pytest
 
 from models import runners
 from models.errors import ConfigError
+from models.your_data import Limits
 
 
 def test_settings_take_any_case_and_the_usual_spellings(monkeypatch):
@@ -21,10 +22,12 @@ def test_settings_take_any_case_and_the_usual_spellings(monkeypatch):
     ("SHOWDOWN_PROMPT_LOOKUP", "maybe", "use 1 or 0"),
     ("SHOWDOWN_THREADS", "two", "use a whole number ≥ 1"),
     ("SHOWDOWN_THREADS", "0", "use a whole number ≥ 1"),
+    ("SHOWDOWN_SCORE_MAX_ROWS", "abc", "use a whole number ≥ 1"),  # a ValueError trace at start before
+    ("SHOWDOWN_SCORE_MAX_ROWS", "-1", "use a whole number ≥ 1"),  # taken before: every file was refused
 ])
 def test_a_value_a_setting_does_not_take_is_named(monkeypatch, variable, value, message):
     monkeypatch.setenv(variable, value)
     read = {"SHOWDOWN_DEVICE": runners.wanted_device, "SHOWDOWN_PROMPT_LOOKUP": runners.prompt_lookup,
-            "SHOWDOWN_THREADS": runners.cpu_threads}[variable]
+            "SHOWDOWN_THREADS": runners.cpu_threads, "SHOWDOWN_SCORE_MAX_ROWS": Limits.from_environment}[variable]
     with pytest.raises(ConfigError, match=f"{variable}='{value}': {message}"):
         read()
