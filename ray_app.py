@@ -30,7 +30,7 @@ from ray import serve
 from ray.serve._private.http_util import ASGIAppReplicaWrapper  # what serve.gradio_integrations.GradioIngress wraps
 
 from models.catalog import REPO_ROOT, Preset, Task
-from models.errors import InputError
+from models.errors import ConfigError, InputError
 from models.generation import Update
 from models.showdown import Showdown
 
@@ -46,8 +46,10 @@ class ServeConfig:
     max_queued_per_replica: int = 8  # requests a replica holds at once (one computes, the others wait, timed)
 
     def __post_init__(self) -> None:
-        if self.replicas < 1 or self.cpus_per_replica <= 0:
-            raise ValueError("replicas ≥ 1 and cpus_per_replica > 0")
+        if self.replicas < 1 or self.cpus_per_replica <= 0 or self.threads_per_replica < 0 or self.max_queued_per_replica < 1:
+            raise ConfigError(f"replicas and max queued per replica must be ≥ 1, CPUs per replica > 0 and threads per replica "
+                              f"≥ 0; got {self.replicas}, {self.max_queued_per_replica}, {self.cpus_per_replica} and "
+                              f"{self.threads_per_replica}")
 
     @property
     def threads(self) -> int:
@@ -197,7 +199,11 @@ def main() -> None:
         parser.add_argument(f"--{name.replace('_', '-')}", type=type(default.default), default=default.default)
     args = vars(parser.parse_args())
     address = args.pop("address")
-    url = start(ServeConfig(**args), address=address, env={k: v for k, v in os.environ.items() if k.startswith("SHOWDOWN_")})
+    try:
+        config = ServeConfig(**args)
+    except ConfigError as error:
+        parser.error(str(error))
+    url = start(config, address=address, env={k: v for k, v in os.environ.items() if k.startswith("SHOWDOWN_")})
     print(f"serving {args['replicas']} replicas at {url} (Ctrl+C stops)", flush=True)
     while True:
         time.sleep(3600)

@@ -68,3 +68,16 @@ def test_the_ingress_rotates_the_run_order_as_the_showdown_does():
     ingress = RemoteShowdown(replicas=None, presets={})
     firsts = [ingress.run_order(["baseline", "optimized", "pruned"])[0] for _ in range(3)]
     assert sorted(firsts) == ["baseline", "optimized", "pruned"]
+
+
+def test_a_replica_count_no_cluster_can_serve_is_one_line(tmp_path):
+    """`python ray_app.py --replicas 0` ended in a ValueError trace; it is now argparse's one line, exit status 2."""
+    import subprocess
+    import sys
+
+    from ray_app import REPO_ROOT
+
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "ray_app.py"), "--replicas", "0"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode == 2 and "error: replicas and max queued per replica must be ≥ 1" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
