@@ -363,9 +363,9 @@ def build_preset(preset: Preset, force: bool = False, progress: Progress = log.i
             build_variant(preset, variant.name, force=force, progress=progress, evaluate=evaluate, strict=strict)
             outcome[variant.name] = "ready"
         except Exception as error:  # noqa: BLE001 - one variant's failure is reported; the others still build
-            outcome[variant.name] = str(error) if isinstance(error, (GateFailed, UnsupportedArchitecture)) else (
-                f"{type(error).__name__}: {error}")
-            log.warning("%s/%s not built", preset.name, variant.name, exc_info=not isinstance(error, GateFailed))
+            said = isinstance(error, (GateFailed, UnsupportedArchitecture, VariantUnavailable))  # its message is the reason
+            outcome[variant.name] = str(error) if said else f"{type(error).__name__}: {error}"
+            log.warning("%s/%s not built", preset.name, variant.name, exc_info=not said)  # a trace only for a fault of ours
             progress(f"{preset.name}/{variant.name}: {outcome[variant.name]}")
     return outcome
 

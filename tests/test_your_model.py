@@ -132,3 +132,21 @@ def test_a_pruned_model_recovers_on_no_article_that_then_validates_it(tmp_path):
     validating = {articles[i]["title"] for i in gated.validation + gated.test}
     taught = {example.article for example in training_examples(config, articles)}
     assert validating and not taught & validating
+
+
+def test_a_hub_model_the_hub_cannot_serve_is_said_in_one_line_per_variant(tmp_path):
+    """Offline, `build --model ORG/NAME` logged a forty-line trace of urllib3 and huggingface_hub before its summary and
+    still printed "serve it". The reason is one line per variant now, and the command ends with an error line."""
+    import subprocess
+    import sys
+
+    from models.catalog import REPO_ROOT
+
+    env = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path / "hf"), "HF_HUB_DISABLE_TELEMETRY": "1",
+           "PATH": "/usr/bin:/bin", "SHOWDOWN_ARTIFACTS": str(tmp_path / "artifacts")}  # port 9: nothing listens
+    done = subprocess.run([sys.executable, "-m", "optimize", "build", "--model", "someorg/somemodel", "--task", "qa"],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "baseline: Could not fetch 'someorg/somemodel' from the Hub" in done.stdout, done.stdout
+    assert "optimized: not built: baseline is missing" in done.stdout and "serve it" not in done.stdout
+    assert "Traceback" not in done.stderr and "error: not every variant was built" in done.stderr, done.stderr[-2000:]

@@ -83,6 +83,9 @@ def _build_model(args) -> int:
     outcome = build_preset(added, force=args.force, evaluate=not args.no_eval, strict=not args.allow_missed_gates)
     for variant, result in outcome.items():
         print(f"  {variant}: {result}")
-    print(f"serve it: SHOWDOWN_{args.task.upper()}_PRESET={added.name} python app.py")
-    return 0 if all(result == "ready" for result in outcome.values()) else 2
+    if all(result == "ready" for result in outcome.values()):
+        print(f"serve it: SHOWDOWN_{args.task.upper()}_PRESET={added.name} python app.py")
+        return 0
+    print("error: not every variant was built; the same command continues once the reason above is fixed", file=sys.stderr)
+    return 2
 
