@@ -25,6 +25,7 @@ class FakeHub:
         self.variables: dict[str, dict[str, str]] = {}  # Space id -> variable -> value
         self.requests: list[str] = []
         self.authorizations: list[str] = []
+        self.write_token: str | None = None  # set: a write with another token is refused with 401, as the Hub does
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -43,6 +44,8 @@ class FakeHub:
                 hub.authorizations.append(self.headers.get("Authorization", ""))
                 length = int(self.headers.get("Content-Length", 0))
                 body = self.rfile.read(length)
+                if hub.write_token and self.headers.get("Authorization") != f"Bearer {hub.write_token}":
+                    return self._send(401, b'{"error": "Invalid credentials in Authorization header"}', {}, True)
                 if path == "/api/repos/create":
                     request = json.loads(body)
                     repo = f"{request['organization']}/{request['name']}" if request.get("organization") else request["name"]

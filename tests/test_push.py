@@ -88,3 +88,22 @@ def test_a_variant_whose_source_changed_since_its_build_is_not_pushed(built_pres
                    inputs={**manifest["inputs"], "source": str(source)}, size_bytes=manifest["size_bytes"],
                    preset=manifest["preset"], variant=manifest["variant"])
     assert "changed since it was built" in stale_source(copy)
+
+
+def test_a_push_the_hub_refuses_or_cannot_hear_is_one_line(built_presets, tmp_path):
+    """A wrong token and an unreachable Hub were tracebacks from `python -m optimize push`; each is one line now."""
+    setup = (
+        "from tests.tiny import tiny_preset\nfrom models.showdown import Showdown\nfrom pathlib import Path\n"
+        "from optimize.__main__ import user_message\nfrom optimize.publish.push import push\n"
+        f"presets = {{t: tiny_preset(t, Path(p)) for t, p in {json.dumps({t: str(p.variant('baseline').source.location) for t, p in built_presets.items()})}.items()}}\n"
+        "try:\n    push('showdown-org/demo', Showdown(presets=presets))\n"
+        "except Exception as error:\n    print('MESSAGE', user_message(error))\n"
+    )
+    with FakeHub() as hub:
+        hub.write_token = TOKEN
+        refused = hub.run_python(setup, tmp_path, HF_TOKEN="hf_wrongToken", SHOWDOWN_ARTIFACTS=os.environ["SHOWDOWN_ARTIFACTS"])
+        unreachable = hub.run_python(setup, tmp_path, HF_TOKEN=TOKEN, SHOWDOWN_ARTIFACTS=os.environ["SHOWDOWN_ARTIFACTS"],
+                                     HF_ENDPOINT="http://127.0.0.1:9")  # nothing listens on port 9
+    assert f"MESSAGE the Hub answered 401 for {hub.url}/api/repos/create: is HF_TOKEN set" in refused.stdout, refused.stderr[-2000:]
+    assert "MESSAGE could not reach http://127.0.0.1:9: check the network" in unreachable.stdout, unreachable.stderr[-2000:]
+    assert "hf_wrongToken" not in refused.stdout + refused.stderr
