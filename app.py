@@ -8,6 +8,7 @@ import functools
 import json
 import logging
 import os
+import socket
 import sys
 import warnings
 from pathlib import Path
@@ -192,6 +193,17 @@ def serve(showdown: Showdown, measurer: MeasureHere | None = None, **launch_kwar
     return demo
 
 
+def port_free(host: str, port: int) -> bool:
+    """Whether a server could listen there now (a closed app's lingering connections do not count, as for uvicorn)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def main() -> int:
     configure_logging()
     # gradio 6.17 reads starlette's renamed 422 constant on every queue join; the warning is its, not ours
@@ -200,6 +212,9 @@ def main() -> int:
         showdown = Showdown.from_environment()
         nice, switch = serving_settings()
         port = settings.number("GRADIO_SERVER_PORT", 7860, int, minimum=0)
+        host = os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0")
+        if port and not port_free(host, port):  # said before models load and builds start, not as gradio's trace after
+            raise ConfigError(f"port {port} is in use (another `python app.py`?): stop it, or set GRADIO_SERVER_PORT to a free port")
         build = settings.flag("SHOWDOWN_BUILD", True)
         runners.cpu_threads(), runners.prompt_lookup(), runners.wanted_device(), Limits.from_environment()  # read later
     except (ConfigError, InputError) as error:
@@ -208,7 +223,7 @@ def main() -> int:
     showdown.serve_models_first(nice, switch)
     if build:
         start_background_build(showdown)
-    serve(showdown, server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"), server_port=port)
+    serve(showdown, server_name=host, server_port=port)
     return 0
 
 

@@ -130,6 +130,7 @@ def test_http_api_answers_like_gradio_client(client, app_url):
     ({"SHOWDOWN_SERVING_NICE": "ten"}, "error: SHOWDOWN_SERVING_NICE='ten': use a whole number ≥ 0 (default 10)"),
     ({"SHOWDOWN_DEVICE": "gpu"}, "error: SHOWDOWN_DEVICE='gpu': use one of auto, cpu, cuda"),
     ({"SHOWDOWN_BUILD": "nope"}, "error: SHOWDOWN_BUILD='nope': use 1 or 0 (true/false, yes/no, on/off)"),
+    ({"SHOWDOWN_SCORE_MAX_ROWS": "many"}, "error: SHOWDOWN_SCORE_MAX_ROWS='many': use a whole number ≥ 1 (default 250)"),
 ])
 def test_a_setting_that_points_at_nothing_stops_the_start_with_one_line(setting, message):
     import os
@@ -141,3 +142,22 @@ def test_a_setting_that_points_at_nothing_stops_the_start_with_one_line(setting,
     done = subprocess.run([sys.executable, "app.py"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "SHOWDOWN_BUILD": "0", **setting})
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
+
+
+def test_a_port_another_server_holds_stops_the_start_with_one_line():
+    """gradio said so in a traceback after the models loaded and the background builds started; now before either."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from models.catalog import REPO_ROOT
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        done = subprocess.run([sys.executable, "app.py"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port)})
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert f"error: port {port} is in use (another `python app.py`?)" in done.stderr
