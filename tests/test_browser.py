@@ -58,6 +58,8 @@ def page(browser, app_url):
 
 
 def test_qa_tab_fills_every_ready_column_and_the_charts(page, tmp_path):
+    page.locator("#qa-runs-csv").wait_for()
+    assert page.locator("#qa-runs-csv").is_disabled()  # no run yet: nothing to download
     page.get_by_role("button", name="Answer with every variant").click()
     stats = page.get_by_text("vs baseline")
     stats.first.wait_for(timeout=60_000)
@@ -77,6 +79,7 @@ def test_qa_tab_fills_every_ready_column_and_the_charts(page, tmp_path):
     table = "() => document.querySelector('#qa-run-table textarea').value"  # the run to paste elsewhere
     page.wait_for_function(f"() => ({table})().includes('| optimized |')", timeout=30_000)
     assert "| variant | answer | total (ms) | model (ms) | speedup | runs on |" in page.evaluate(table)
+    assert page.locator("#qa-runs-csv").is_enabled()  # greyed until the first run
     with page.expect_download() as download:  # and the session's runs as CSV
         page.locator("#qa-runs-csv").click()
     lines = open(download.value.path(), encoding="utf-8").read().splitlines()

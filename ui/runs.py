@@ -93,7 +93,8 @@ def kept_runs_row(task: str) -> tuple[gr.State, gr.DownloadButton, gr.Textbox]:
     with gr.Row():
         table = gr.Textbox(label="This run as a Markdown table (copy it with the button)", lines=4, interactive=False,
                            buttons=["copy"], elem_id=f"{task}-run-table", scale=3)
-        download = gr.DownloadButton("Download this session's runs (CSV)", value=None, elem_id=f"{task}-runs-csv", scale=1)
+        download = gr.DownloadButton("Download this session's runs (CSV)", value=None, elem_id=f"{task}-runs-csv", scale=1,
+                                     interactive=False)  # greyed until a run: a click on nothing did nothing, silently
     return runs, download, table
 
 
@@ -101,4 +102,5 @@ def kept_runs_outputs(runs: list[dict], preset: str, text_in: str, results: dict
                       failures: dict[str, str] | None = None) -> list:
     """The three outputs after a click: the runs, the CSV and the table."""
     runs = add_run(runs, preset, text_in, results, task, failures)
-    return [runs, runs_csv(runs, task), last_run_markdown(runs, task)]
+    csv_path = runs_csv(runs, task)
+    return [runs, gr.DownloadButton(value=csv_path, interactive=csv_path is not None), last_run_markdown(runs, task)]
