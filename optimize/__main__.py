@@ -41,22 +41,10 @@ def user_message(error: BaseException) -> str | None:
         return str(error)
     if isinstance(error, OSError) and error.errno == errno.ENOSPC:
         return f"no space left on the device ({error.filename or 'disk full'}): free some and run it again"
-    return _network_message(error)
+    from optimize.commands.common import network_message
 
+    return network_message(error)
 
-def _network_message(error: BaseException) -> str | None:
-    """The Hub unreachable or refusing (push, deploy-space, a Hub model): what happened and what to check."""
-    import requests
-    from huggingface_hub.errors import HfHubHTTPError
-
-    if isinstance(error, HfHubHTTPError) and error.response is not None:
-        status = error.response.status_code
-        hint = ": is HF_TOKEN set, and may it write there?" if status in (401, 403) else ""
-        return f"the Hub answered {status} for {error.response.url}{hint}"
-    if isinstance(error, requests.exceptions.ConnectionError):
-        url = getattr(error.request, "url", None) or "the Hub"
-        return f"could not reach {url.split('/api/')[0]}: check the network (or HF_ENDPOINT) and run it again"
-    return None
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from models.manifest import atomic_dir, read_manifest, size_bytes, source_finger
 from models.runners import ONNX_FILE, providers
 from models.sources import resolve
 from optimize.evaluate import pruned_promise
-from optimize.evaluate.gates import NOT_GATED, GateFailed, check, failures, gate_inputs
+from optimize.evaluate.gates import GateFailed, check, failures, gate_inputs, serves
 from optimize.export.gguf_graft import source_gguf
 from optimize.export.onnx import (
     EXPORT_TASKS,
@@ -372,14 +372,10 @@ def build_preset(preset: Preset, force: bool = False, progress: Progress = log.i
 
 def up_to_date(target: Path, inputs: dict) -> bool:
     """Built from the same inputs, and every file still as the manifest recorded it: a corrupt
-    artifact (truncated, edited, a file missing) is rebuilt, not skipped. A build that measured and passed its
-    gates serves a request not to measure (`--no-eval` rebuilt it and dropped its measures)."""
+    artifact (truncated, edited, a file missing) is rebuilt, not skipped (`serves` says which inputs match)."""
     if verify(target):
         return False
-    existing = (read_manifest(target) or {}).get("inputs")
-    if existing and inputs.get("gated_on") == NOT_GATED:
-        existing = {**existing, "gated_on": NOT_GATED}
-    return bool(existing) and existing == inputs
+    return serves((read_manifest(target) or {}).get("inputs"), inputs)
 
 
 def _evaluate(target: BuildTarget, staging: Path, strict: bool, progress: Progress, promise: str,

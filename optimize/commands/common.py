@@ -1,5 +1,5 @@
-"""What several commands share: flags generated from a stage's config dataclass, and the data
-options of the QA training commands."""
+"""What several commands share: flags generated from a stage's config dataclass, the data
+options of the QA training commands, and what a user reads when the Hub cannot be reached."""
 from __future__ import annotations
 
 import argparse
@@ -34,3 +34,18 @@ def config_flags(parser: argparse.ArgumentParser, config_class: type, helps: dic
 def config_from(args: argparse.Namespace, config_class: type, helps: dict[str, str]):
     """The dataclass from the flags `config_flags` added."""
     return config_class(**{name: getattr(args, name) for name in helps})
+
+
+def network_message(error: BaseException) -> str | None:
+    """The Hub unreachable or refusing (push, deploy-space, a Hub model): what happened and what to check."""
+    import requests
+    from huggingface_hub.errors import HfHubHTTPError
+
+    if isinstance(error, HfHubHTTPError) and error.response is not None:
+        status = error.response.status_code
+        hint = ": is HF_TOKEN set, and may it write there?" if status in (401, 403) else ""
+        return f"the Hub answered {status} for {error.response.url}{hint}"
+    if isinstance(error, requests.exceptions.ConnectionError):
+        url = getattr(error.request, "url", None) or "the Hub"
+        return f"could not reach {url.split('/api/')[0]}: check the network (or HF_ENDPOINT) and run it again"
+    return None

@@ -217,6 +217,14 @@ def beside_reference(metrics: dict, reference: dict) -> dict:
 NOT_GATED = "nothing (built without measuring: --no-eval)"
 
 
+def serves(built: dict | None, wanted: dict) -> bool:
+    """Whether a build made from `built` inputs is the one `wanted` asks for. A build that measured and passed its
+    gates serves a request not to measure (`--no-eval` rebuilt it and dropped its measures)."""
+    if built and wanted.get("gated_on") == NOT_GATED:
+        built = {**built, "gated_on": NOT_GATED}
+    return bool(built) and built == wanted
+
+
 def gate_inputs(task: str, evaluate: bool = True, reading_questions: int | None = None) -> dict:
     """What a build's manifest records about what its gates read, so that a variant gated before a change
     of gated set is built and measured again (QA moved from the test articles to validation, issue 48;
