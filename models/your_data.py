@@ -239,7 +239,13 @@ def score(answer: Callable[[str, str, str, bool], dict], items: list[Item], vari
                          "exact": em, "f1": round(f1, 4), "answerable": bool(item.answers),
                          "latency_ms": round(result["latency_ms"]["total"], 2)})
             progress(index * len(chosen) + offset + 1, total)
-    return {"summary": summarise(rows, chosen, errors, skipped), "rows": rows}
+    return {"summary": summarise(rows, chosen, errors, skipped), "rows": rows, "gold_not_in_context": gold_not_in_context(items)}
+
+
+def gold_not_in_context(items: list[Item]) -> list[int]:
+    """Rows whose every gold answer is absent from its context: an extractive model can only score F1 on them by
+    overlap, never EM. Usually a data error (an answer edited, or paired with the wrong paragraph): said, not hidden."""
+    return [item.row for item in items if item.answers and not any(answer in item.context for answer in item.answers)]
 
 
 def summarise(rows: list[dict], variants: list[str], errors: dict[str, str],

@@ -119,3 +119,6 @@ def test_a_question_one_variant_refuses_is_skipped_for_it_and_said_not_the_rest_
     for line in result["summary"]:
         assert line["questions"] == 2 and line["skipped"] == "1: row 3: The question is too long (80 tokens; at most 64)."
     assert summary_markdown(result["summary"]).splitlines()[0].endswith("| skipped |")
+    # a gold answer the context does not hold is said (an extractive model cannot find it): the rows, in the result
+    edited = [*items, Item(5, CONTEXT, "What was it?", ("bricks",))]
+    assert score(answer, edited, ["baseline"], True)["gold_not_in_context"] == [5] and result["gold_not_in_context"] == []

@@ -60,6 +60,11 @@ def your_data_tab(showdown: Showdown, limits: Limits) -> None:
             csv_path = rows_csv(result["rows"], Path(tempfile.mkdtemp(prefix="your-data-")) / "answers.csv")
             note = (f"{len(items)} questions, {showdown.preset('qa').name}, "  # which model: the tab has no picker
                     f"scored {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+            if missing := result["gold_not_in_context"]:
+                warning = (f"{len(missing)} gold answer(s) do not occur in their context (row {', '.join(map(str, missing[:5]))}"
+                           f"{', …' if len(missing) > 5 else ''}): no span can match them exactly")
+                gr.Warning(warning)
+                note += f"; {warning}"
             return table, scored[["variant", "F1"]], str(csv_path), summary_markdown(result["summary"], note)
 
         button.click(score_click, [upload, pasted, variants, allow], [summary, chart, download, markdown],
@@ -71,7 +76,8 @@ def api_score_qa(showdown: Showdown, limits: Limits):
     def score_qa(file: FileData, variants: list[str] | None = None, handle_impossible_answer: bool = True) -> dict:
         """Score your own QA file (SQuAD JSON, CSV or JSONL of context, question, answer(s)) with
         each variant: `summary` per variant (EM, F1, HasAns F1, no-answer accuracy, latency p50/p95,
-        share of answers the same as the baseline's) and `rows`, one per question and variant."""
+        share of answers the same as the baseline's), `rows`, one per question and variant, and
+        `gold_not_in_context`, the rows whose gold answers their context does not hold."""
         path = file.get("path") if isinstance(file, dict) else getattr(file, "path", None)
         if not path or not is_in_or_equal(path, get_upload_folder()):  # only what the client uploaded
             raise gr.Error("Send the file as an upload (gradio_client: handle_file(path)).")
