@@ -33,10 +33,12 @@ Y_TICKS = """(selector) => [...document.querySelectorAll(
 
 
 def marks(page, selector: str) -> dict[str, int]:
-    """The marks drawn once any variant has one (vega draws after the data arrives)."""
-    page.wait_for_function(f"(args) => {{ const c = ({COUNT_MARKS})(args); return c && Object.values(c).some((n) => n > 0); }}",
-                           arg=[selector, VARIANT_COLORS], timeout=30_000)
-    return page.evaluate(COUNT_MARKS, [selector, VARIANT_COLORS])
+    """The marks drawn once any variant has one (vega draws after the data arrives), read in the same poll that saw
+    them: a second read could land inside a redraw and count none (a CI run on a slow machine did)."""
+    drawn = page.wait_for_function(
+        f"(args) => {{ const c = ({COUNT_MARKS})(args); return c && Object.values(c).some((n) => n > 0) ? c : null; }}",
+        arg=[selector, VARIANT_COLORS], timeout=30_000)
+    return drawn.json_value()
 
 
 @pytest.fixture(scope="module")
