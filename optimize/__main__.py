@@ -46,6 +46,5 @@ def user_message(error: BaseException) -> str | None:
     return network_message(error)
 
 
-
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -2,7 +2,6 @@
 cached by path, size and mtime so that a start with unchanged artifacts does not read them again."""
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -90,7 +89,9 @@ def test_training_and_pruning_refuse_a_value_no_run_can_use_before_writing_anyth
     model was taken for a Hub id. Each is now one line, exit status 2, before anything is written."""
     from optimize.__main__ import main
 
-    shipped = Path("weights/qa-minilm-squad2/tokenizer.json")
+    from models.catalog import REPO_ROOT
+
+    shipped = REPO_ROOT / "weights/qa-minilm-squad2/tokenizer.json"
     before = shipped.read_bytes()
     out = tmp_path / "out"
     cases = {

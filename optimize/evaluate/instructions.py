@@ -111,13 +111,14 @@ def run(output: Path | None = None, showdown=None) -> dict:
 
     from models.errors import VariantUnavailable
     from models.reports import REPORTS_DIR
+    from models.catalog import VARIANTS
     from models.showdown import Showdown
 
     output = output or REPORTS_DIR
     showdown = showdown or Showdown.from_environment()
     results = {}
     names = {variant.name for variant in showdown.preset("generation").variants}
-    for variant in (name for name in ("baseline", "optimized", "pruned", "pruned-optimized") if name in names):
+    for variant in (name for name in VARIANTS if name in names):  # the baseline first
         try:
             runner = showdown.runner("generation", variant)
         except VariantUnavailable as error:
