@@ -20,6 +20,7 @@ from models.catalog import VARIANTS
 from models.errors import ConfigError, InputError, VariantUnavailable
 from models.logs import configure_logging
 from models.machine import describe, slower_here
+from models.qa import no_answer_flag
 from models.reports import REPORTS_DIR, MeasureHere, versions_label
 from models.showdown import Showdown
 from models.your_data import Limits
@@ -124,7 +125,7 @@ def _messages_for_users(fn):
 def api_qa(showdown: Showdown, with_preset: bool = False):
     """`/qa` as embedders already call it (four values), and `/qa_preset` with a fifth, the model."""
     def answer(context: str, question: str, variant: str, handle_impossible_answer: bool, preset: str) -> dict:
-        return showdown.using("qa", preset or None).answer(context, question, variant, bool(handle_impossible_answer))
+        return showdown.using("qa", preset or None).answer(context, question, variant, no_answer_flag(handle_impossible_answer))
 
     @_messages_for_users
     def qa(context: str, question: str, variant: str = "optimized", handle_impossible_answer: bool = False) -> dict:
@@ -147,7 +148,7 @@ def api_compare_qa(showdown: Showdown):
                    handle_impossible_answer: bool = False) -> dict:
         """What a click of the QA tab computes: every variant named (default: all) answers, each
         timed after one untimed warm-up call, with `speedup` over the baseline's total time."""
-        return showdown.compare(context, question, VARIANTS if variants is None else variants, bool(handle_impossible_answer))
+        return showdown.compare(context, question, VARIANTS if variants is None else variants, no_answer_flag(handle_impossible_answer))
     return compare_qa
 
 

@@ -65,6 +65,13 @@ class Answer:
 UNREADABLE_CONTEXT = "The context has no text the model can read (only spaces or invisible characters)."
 
 
+def no_answer_flag(value) -> bool:
+    """`handle_impossible_answer` as an API client sent it: bool("false") is True, so a string is refused, not read."""
+    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+        return bool(value)
+    raise InputError(f"handle_impossible_answer must be true or false (got {value!r}).")
+
+
 def validate(question: str, context: str) -> tuple[str, str]:
     question, context = (question or "").strip(), context or ""
     if not context.strip():

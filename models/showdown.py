@@ -187,7 +187,7 @@ class Showdown:
         return {
             "task": task, "preset": self.preset(task).name, "variant": variant, "runtime": spec.runtime,
             "status": status, "detail": detail,
-            "path": str(path) if path else None, "size_bytes": size_bytes(path) if path else 0,
+            "folder": str(path) if path else None, "size_bytes": size_bytes(path) if path else 0,
             "memory_bytes": self._memory.get(key),  # None until loaded here
             "accuracy": accuracy,
         }
@@ -203,7 +203,7 @@ class Showdown:
             if status["status"] != "ready":
                 lines.append(f"{head}: {status['detail']}")
                 continue
-            rejected = rejected_recipes(read_manifest(Path(status["path"])) or {})
+            rejected = rejected_recipes(read_manifest(Path(status["folder"])) or {})
             missed = [f"missed accuracy gate: {miss}" for miss in status["accuracy"].get("gates_missed", [])]
             lines.append("; ".join([f"{head}, {status['size_bytes'] / 1e6:,.1f} MB, accuracy "
                                     f"{accuracy_text(status['accuracy']).replace('—', 'not measured')}", *missed, *rejected]))

@@ -42,7 +42,7 @@ def ready_qa_variants(url: str, server: subprocess.Popen | None, timeout_s: floa
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            statuses = Client(url, verbose=False, download_files=False).predict(api_name="/variants")
+            statuses = Client(url, verbose=False).predict(api_name="/variants")
             qa = [s for s in statuses if s["task"] == "qa"]
             if qa and all(s["status"] != "building" for s in qa):
                 return [s["variant"] for s in qa if s["status"] == "ready"]

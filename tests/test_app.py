@@ -8,18 +8,19 @@ SEED = ("The first little pig was very lazy. The second little pig worked a litt
 
 @pytest.fixture(scope="module")
 def client(app_url):
-    # download_files=False: gradio_client otherwise takes any dict with a "path" key for a file to download
-    return Client(app_url, verbose=False, download_files=False)
+    return Client(app_url, verbose=False)
 
 
-def test_variants_endpoint_lists_status_path_size_and_accuracy(client):
-    variants = client.predict(api_name="/variants")
+def test_variants_endpoint_lists_status_folder_size_and_accuracy(app_url):
+    """Through a default gradio_client, which downloads any dict with a "path" key as a file: a status
+    that named its folder "path" failed there with a 403."""
+    variants = Client(app_url, verbose=False).predict(api_name="/variants")
     by_key = {(v["task"], v["variant"]): v for v in variants}
     for task in ("qa", "generation"):
         for variant in ("baseline", "optimized"):
             entry = by_key[(task, variant)]
-            assert entry["status"] == "ready" and entry["path"] and entry["size_bytes"] > 0
-            assert set(entry) == {"task", "preset", "variant", "runtime", "status", "detail", "path", "size_bytes",
+            assert entry["status"] == "ready" and entry["folder"] and entry["size_bytes"] > 0
+            assert set(entry) == {"task", "preset", "variant", "runtime", "status", "detail", "folder", "size_bytes",
                                   "memory_bytes", "accuracy"}
             assert entry["memory_bytes"] is None or entry["memory_bytes"] >= 0  # measured once loaded here
             assert entry["preset"] == f"tiny-{task}"
@@ -106,6 +107,12 @@ def test_bad_input_gives_a_message_and_the_server_keeps_serving(client):
         client.predict("Hi", "baseline", 3.7, api_name="/generate")
     with pytest.raises(Exception, match=r"max_new_tokens must be a whole number \(got True\)"):
         client.predict("Hi", "baseline", True, api_name="/generate")
+    # bool("false") is True: a string flag was read as "no answer allowed"
+    with pytest.raises(Exception, match=r"handle_impossible_answer must be true or false \(got 'false'\)"):
+        client.predict(SEED, "Who worked harder?", "baseline", "false", api_name="/qa")
+    with pytest.raises(Exception, match=r"handle_impossible_answer must be true or false"):
+        client.predict(SEED, "Who worked harder?", ["baseline"], "no", api_name="/compare_qa")
+    assert client.predict(SEED, "Who worked harder?", "baseline", 1, api_name="/qa")["handle_impossible_answer"] is True
     assert client.predict(SEED, "Who worked harder?", "baseline", api_name="/qa")["latency_ms"]["total"] > 0
 
 
@@ -132,7 +139,7 @@ def test_http_api_answers_like_gradio_client(client, app_url):
     ({"SHOWDOWN_BUILD": "nope"}, "error: SHOWDOWN_BUILD='nope': use 1 or 0 (true/false, yes/no, on/off)"),
     ({"SHOWDOWN_SCORE_MAX_ROWS": "many"}, "error: SHOWDOWN_SCORE_MAX_ROWS='many': use a whole number ≥ 1 (default 250)"),
 ])
-def test_a_setting_that_points_at_nothing_stops_the_start_with_one_line(setting, message):
+def test_a_setting_that_points_at_nothing_stops_the_start_with_one_line(setting, message, free_port):
     import os
     import subprocess
     import sys
@@ -140,7 +147,7 @@ def test_a_setting_that_points_at_nothing_stops_the_start_with_one_line(setting,
     from models.catalog import REPO_ROOT
 
     done = subprocess.run([sys.executable, "app.py"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "SHOWDOWN_BUILD": "0", **setting})
+                          env={**os.environ, "SHOWDOWN_BUILD": "0", "GRADIO_SERVER_PORT": str(free_port), **setting})
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
 
 

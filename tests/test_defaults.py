@@ -177,7 +177,7 @@ def app_client(built_defaults, free_port_module):
             break
     up_after = time.perf_counter() - started
     assert process.poll() is None, "".join(lines)
-    client = Client(f"http://127.0.0.1:{free_port_module}/", verbose=False, download_files=False)
+    client = Client(f"http://127.0.0.1:{free_port_module}/", verbose=False)  # as a user makes one
     yield client, up_after
     process.terminate()
     process.wait(timeout=30)
@@ -390,7 +390,7 @@ def test_a_two_window_context_keeps_the_one_window_speedup_through_the_app(app_c
     tokenizer = AutoTokenizer.from_pretrained(QA_WEIGHTS)
 
     def measure() -> dict[int, float]:
-        client = Client(f"http://127.0.0.1:{free_port_module}/", verbose=False, download_files=False)  # threads niced too
+        client = Client(f"http://127.0.0.1:{free_port_module}/", verbose=False)  # as a user makes one  # threads niced too
         speedups = {}
         try:
             for tokens, windows in ((384, 1), (550, 2)):

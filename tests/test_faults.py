@@ -56,7 +56,7 @@ def faulty_preset(built_presets, tiny_qa_dir) -> Preset:
 @pytest.fixture(scope="module")
 def client(faulty_preset, built_presets):
     with serve_app(Showdown(presets={"qa": faulty_preset, "generation": built_presets["generation"]})) as url:
-        yield Client(url, verbose=False, download_files=False)
+        yield Client(url, verbose=False)
 
 
 @pytest.mark.parametrize("variant", list(FAULTS))

@@ -39,7 +39,7 @@ def comparable(api: str, response: dict) -> tuple:
 
 
 def test_eight_concurrent_users_get_their_own_answers_without_errors_or_leaks(app_url):
-    clients = [Client(app_url, verbose=False, download_files=False) for _ in range(USERS)]
+    clients = [Client(app_url, verbose=False) for _ in range(USERS)]
     inputs = [user_inputs(user) for user in range(USERS)]
     expected = {(api, args): comparable(api, clients[0].predict(*args, api_name=api))  # one client alone
                 for calls in inputs for api, args in calls}

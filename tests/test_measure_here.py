@@ -33,7 +33,7 @@ def client(built_presets):
         port = sock.getsockname()[1]
     demo = serve(showdown, MeasureHere(measure=tiny_bench), server_name="127.0.0.1", server_port=port,
                  prevent_thread_lock=True, quiet=True)
-    yield Client(f"http://127.0.0.1:{port}/", verbose=False, download_files=False)
+    yield Client(f"http://127.0.0.1:{port}/", verbose=False)
     demo.close()
 
 

@@ -35,7 +35,7 @@ def ray_url(built_presets, isolated_artifacts):
 def client(ray_url):
     from gradio_client import Client
 
-    return Client(ray_url, verbose=False, download_files=False)
+    return Client(ray_url, verbose=False)
 
 
 def test_both_tasks_answer_through_the_apps_api_from_two_replicas(client):

@@ -66,7 +66,7 @@ def test_the_caps_are_stated_and_enforced():
 
 @pytest.fixture(scope="module")
 def client(app_url):
-    return Client(app_url, verbose=False, download_files=False)
+    return Client(app_url, verbose=False)
 
 
 def test_score_qa_scores_every_variant_on_an_uploaded_file(client, tmp_path):

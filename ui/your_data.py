@@ -12,6 +12,7 @@ from gradio.utils import get_upload_folder, is_in_or_equal
 
 from models.catalog import VARIANT_COLORS, VARIANTS
 from models.errors import InputError, VariantUnavailable
+from models.qa import no_answer_flag
 from models.showdown import Showdown
 from models.your_data import FORMATS, Limits, read_file, read_rows, rows_csv, score, summary_markdown
 from ui.columns import page_tab
@@ -82,7 +83,8 @@ def api_score_qa(showdown: Showdown, limits: Limits):
         if not path or not is_in_or_equal(path, get_upload_folder()):  # only what the client uploaded
             raise gr.Error("Send the file as an upload (gradio_client: handle_file(path)).")
         try:
-            return score(showdown.answer, read_file(path, limits), VARIANTS if variants is None else variants, bool(handle_impossible_answer))
+            return score(showdown.answer, read_file(path, limits), VARIANTS if variants is None else variants,
+                         no_answer_flag(handle_impossible_answer))
         except USER_ERRORS as error:
             raise gr.Error(str(error)) from error
     return score_qa

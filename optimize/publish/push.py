@@ -106,7 +106,7 @@ def push(prefix: str, showdown: Showdown | None = None, private: bool = False, t
             if status["status"] != "ready":
                 log.info("%s/%s not pushed: %s", task, variant.name, status["detail"])
                 continue
-            path = Path(status["path"])
+            path = Path(status["folder"])
             if stale := stale_source(path):
                 log.warning("%s/%s not pushed: %s", task, variant.name, stale)
                 continue
