@@ -94,6 +94,8 @@ def test_training_and_pruning_refuse_a_value_no_run_can_use_before_writing_anyth
     shipped = REPO_ROOT / "weights/qa-minilm-squad2/tokenizer.json"
     before = shipped.read_bytes()
     out = tmp_path / "out"
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
     cases = {
         ("train-qa", "--epochs", "0"): "error: epochs 0: each must be at least 1",
         ("train-qa", "--negatives-share", "1.5", "--output", str(out)): "error: negatives 1.5: shares are between 0 and 1",
@@ -103,6 +105,10 @@ def test_training_and_pruning_refuse_a_value_no_run_can_use_before_writing_anyth
         ("prune", "--task", "qa", "--heads-kept", "0", "--output", str(out)): "heads and FFN neurons kept must be ≥ 1",
         ("prune", "--task", "qa", "--heads-kept", "13", "--output", str(out)): "the model has 12 heads",
         ("prune", "--task", "generation", "--steps", "0", "--output", str(out)): "steps, batch size, rank and threads must be ≥ 1",
+        # an --output that cannot be written was found only when the minutes (bench) or hours (training) ended
+        ("train-qa", "--output", str(blocker / "model")): f"cannot write in {blocker} (Not a directory)",
+        ("prune", "--task", "qa", "--output", str(blocker)): f"--output {blocker} is a file, not a folder",
+        ("bench", "--task", "qa", "--output", str(blocker)): f"--output {blocker} is a file, not a folder",
     }
     for argv, message in cases.items():
         assert main(list(argv)) == 2, argv

@@ -23,7 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from optimize.bench.run import BenchConfig, render
     from optimize.bench.run import run as bench_run
+    from optimize.commands.common import writable_output
 
+    writable_output(args.output)
     if args.render:
         render(**({"output": args.output} if args.output else {}))
         return 0

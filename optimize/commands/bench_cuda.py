@@ -21,6 +21,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from optimize.bench.cuda import CudaBenchConfig, run_task
+    from optimize.commands.common import writable_output
 
     if not torch.cuda.is_available():
         print("error: bench-cuda needs a CUDA GPU (torch.cuda.is_available() is False here)", file=sys.stderr)
@@ -29,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     if args.quick:
         config = replace(config, qa_rounds=10, warmup=2, qa_questions=20, generation_rounds=2, agreement_prompts=2)
     if args.output:
-        config = replace(config, out=args.output)
+        config = replace(config, out=writable_output(args.output))
     for task in args.task or ("qa", "generation"):
         run_task(task, config)
         print(f"wrote {config.out / f'{task}-cuda.md'}")

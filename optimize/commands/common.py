@@ -3,7 +3,10 @@ options of the QA training commands, and what a user reads when the Hub cannot b
 from __future__ import annotations
 
 import argparse
+import shutil
+import tempfile
 from dataclasses import MISSING, fields
+from pathlib import Path
 
 
 def data_options(config, args: argparse.Namespace) -> None:
@@ -49,3 +52,20 @@ def network_message(error: BaseException) -> str | None:
         url = getattr(error.request, "url", None) or "the Hub"
         return f"could not reach {url.split('/api/')[0]}: check the network (or HF_ENDPOINT) and run it again"
     return None
+
+
+def writable_output(path: Path | None) -> Path | None:
+    """Check `--output` before the minutes (bench) or hours (training) that end by writing there: a folder
+    this process can write into, or one it could create. Nothing is left behind."""
+    from models.errors import InputError
+
+    if path is None:
+        return None
+    if path.exists() and not path.is_dir():
+        raise InputError(f"--output {path} is a file, not a folder")
+    existing = next(parent for parent in (path, *path.parents) if parent.exists())
+    try:
+        shutil.rmtree(tempfile.mkdtemp(prefix=".write-check-", dir=existing))
+    except OSError as error:
+        raise InputError(f"--output {path}: cannot write in {existing} ({error.strerror or error})") from None
+    return path

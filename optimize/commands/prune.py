@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from optimize.commands.common import data_options
+from optimize.commands.common import data_options, writable_output
 
 NAME = "prune"
 HELP = "structured pruning + distillation recovery"
@@ -49,6 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    writable_output(args.output)
     return _generation(args) if args.task == "generation" else _qa(args)
 
 

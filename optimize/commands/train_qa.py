@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from optimize.commands.common import data_options
+from optimize.commands.common import data_options, writable_output
 
 NAME = "train-qa"
 HELP = "fine-tune all-MiniLM-L6-v2 on SQuAD 2.0 (held-out articles)"
@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from optimize.train.finetune_qa import TrainConfig, train
-    config = TrainConfig(output=args.output, epochs=args.epochs, learning_rate=args.learning_rate, seed=args.seed,
+    config = TrainConfig(output=writable_output(args.output), epochs=args.epochs, learning_rate=args.learning_rate, seed=args.seed,
                          answerable_first_epochs=args.answerable_first_epochs, null_fraction=args.null_fraction,
                          init_from=args.init_from, answerability_weight=args.answerability_weight,
                          negatives_share=args.negatives_share, removed_answer_share=args.removed_answer_share,
