@@ -127,14 +127,36 @@ def test_generation_tab_streams_text_in_each_column(page):
     assert "| decode tokens/s | decoding speedup |" in page.evaluate(table)
 
 
-def test_generation_examples_are_shown_and_fill_the_prompt(page):
-    from app import GENERATION_EXAMPLES
+def test_examples_fill_their_inputs_in_the_browser_so_an_immediate_click_sends_them(page):
+    """gr.Examples asked the server for an example's values: a task button clicked within that round trip sent the
+    previous input while the box showed the example (seen here: the haiku in the box, France's answer below it)."""
+    import json
 
-    page.get_by_role("tab", name="Text generation").click()
-    example = GENERATION_EXAMPLES[1][0]
-    page.get_by_text(example, exact=True).click()  # gradio 6.17 drew no samples in this tab without labels
-    page.wait_for_function("(text) => [...document.querySelectorAll('textarea')].some((t) => t.value === text)",
-                           arg=example, timeout=10_000)
+    from app import GENERATION_EXAMPLES, QA_EXAMPLES
+
+    sent = []
+    record = lambda request: sent.append((request.url, request.post_data or ""))  # noqa: E731
+    page.on("request", record)
+    try:
+        page.get_by_role("tab", name="Text generation").click()
+        example = GENERATION_EXAMPLES[1][0]
+        page.get_by_role("button", name=example, exact=True).click()
+        page.get_by_role("button", name="Generate with every variant").click()  # at once, as a quick visitor does
+        table = "() => document.querySelector('#generation-run-table textarea').value"
+        page.wait_for_function(f"(text) => ({table})().includes(text)", arg=example, timeout=60_000)
+        calls = [(url.split("/gradio_api/")[1], body) for url, body in sent if "/gradio_api/" in url]
+        first_join = next(i for i, (path, _) in enumerate(calls) if path.startswith("queue/join"))
+        assert json.loads(calls[first_join][1])["data"][0] == example, calls
+        # no round trip before the values are there (the charts' follow-up after the run is one)
+        assert not [path for path, _ in calls[:first_join] if path.startswith("run/predict")], calls
+        page.get_by_role("tab", name="Question answering").click()
+        context, question, allow = QA_EXAMPLES[2]
+        page.get_by_role("button", name=question, exact=True).click()
+        assert page.get_by_label("Question").input_value() == question
+        assert page.get_by_label("Context").input_value() == context
+        assert page.get_by_label("Allow 'no answer' (SQuAD 2.0)").is_checked() is allow
+    finally:
+        page.remove_listener("request", record)
 
 
 def test_benchmarks_tab_answers_each_question_in_its_own_section(page):

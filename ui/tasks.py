@@ -3,6 +3,7 @@ charts; a click times every chosen variant as the median of three calls on the s
 untimed warm-up call."""
 from __future__ import annotations
 
+import json
 import logging
 import time
 
@@ -42,6 +43,18 @@ GENERATION_EXAMPLES = [
     ["Write a haiku about fast computers."],
     ["Give three tips for writing clear documentation."],
 ]
+
+
+def example_buttons(examples: list[list], inputs: list, label_column: int) -> None:
+    """Examples that fill their inputs in the browser. gr.Examples asks the server for the values first, so a
+    task button clicked within that round trip (longer on a visitor's slow network) sent the previous input
+    while the box already showed the example (docs/measurements.md)."""
+    gr.Markdown("Examples", elem_classes="examples-label")
+    with gr.Row():
+        for example in examples:
+            values = example if len(inputs) > 1 else example[0]
+            gr.Button(example[label_column], size="sm", variant="secondary", scale=0, min_width=160).click(
+                None, None, inputs, js=f"() => {json.dumps(values)}", api_visibility="private")
 
 
 def unchanged() -> list[dict]:
@@ -85,7 +98,7 @@ def qa_tab(showdown: Showdown) -> None:
                     info="Off: the best span, as transformers' pipeline returns it. On: 'no answer' when "
                          "the variant rates the question unanswerable.")
                 qa_button = gr.Button("Answer with every variant", variant="primary")
-        gr.Examples(QA_EXAMPLES, inputs=[context, question, allow_no_answer])
+        example_buttons(QA_EXAMPLES, [context, question, allow_no_answer], label_column=1)
         qa_answers, qa_stats, qa_history, qa_charts = variant_columns("qa", "Answer", 1, "QA")
         qa_runs, qa_download, qa_table = kept_runs_row("qa")
         qa_preset.change(fresh_history, None, [qa_history, *qa_charts], api_visibility="private")
@@ -133,9 +146,7 @@ def generation_tab(showdown: Showdown) -> None:
                 gen_preset = preset_picker(showdown, "generation")
                 gen_selected = gr.CheckboxGroup(list(VARIANTS), value=list(VARIANTS), label="Variants")
                 gen_button = gr.Button("Generate with every variant", variant="primary")
-        # labels, not rendered samples: gradio 6.17 draws no samples for a one-input Examples in a
-        # tab that is not open at load (the tab showed an empty "Examples" box)
-        gr.Examples(GENERATION_EXAMPLES, inputs=[prompt], example_labels=[row[0] for row in GENERATION_EXAMPLES])
+        example_buttons(GENERATION_EXAMPLES, [prompt], label_column=0)
         gen_texts, gen_stats, gen_history, gen_charts = variant_columns("generation", "Text", 6, "generation")
         gen_runs, gen_download, gen_table = kept_runs_row("generation")
         gen_preset.change(fresh_history, None, [gen_history, *gen_charts], api_visibility="private")
