@@ -21,6 +21,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 def chosen_variants(names: str | list[str] | tuple[str, ...] | None) -> list[str]:
     """The variants a click or an API call names, in the showdown's order. An embedder may pass one name as a
     string; an empty choice and a name that is no variant are the caller's errors, said as such."""
+    if not isinstance(names, (str, list, tuple, type(None))):  # list(5) would be a bare TypeError
+        raise InputError(f"Variants are a list of names (got {names!r}).")
     names = [names] if isinstance(names, str) else list(names or [])
     if not names:
         raise InputError("Select at least one variant.")

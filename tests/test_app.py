@@ -93,6 +93,8 @@ def test_compare_qa_times_each_variant_after_a_warm_up_with_its_speedup(client):
         client.predict(SEED, "Who worked harder?", ["turbo"], api_name="/compare_qa")
     with pytest.raises(Exception, match="Select at least one variant"):
         client.predict(SEED, "Who worked harder?", [], api_name="/compare_qa")
+    with pytest.raises(Exception, match=r"Variants are a list of names \(got 5\)"):
+        client.predict(SEED, "Who worked harder?", 5, api_name="/compare_qa")
     assert list(client.predict(SEED, "Who worked harder?", "optimized", api_name="/compare_qa")) == ["optimized"]
 
 
