@@ -138,7 +138,8 @@ def stream(runner, prompt: str, max_new_tokens: int = 64, ignore_eos: bool = Fal
             decode_started = time.perf_counter()
             text = tokenizer.decode(new_ids, skip_special_tokens=True)
             decode_seconds += time.perf_counter() - decode_started
-            yield Update(text=text, done=False)
+            # a character split across tokens decodes as U+FFFD until its last byte arrives: not shown meanwhile
+            yield Update(text=text.rstrip("\ufffd"), done=False)
     finally:  # closed early (the visitor left): stop the model, or the next visitor's timing waits behind it
         streamer.cancelled = True
         worker.join()

@@ -433,6 +433,18 @@ def in_process_showdown(built_defaults):
             del os.environ["SHOWDOWN_ARTIFACTS"]
 
 
+def test_a_character_split_across_tokens_never_shows_half_written(in_process_showdown):
+    """SmolLM2 writes an emoji or a CJK character as several byte tokens: the stream showed U+FFFD in the
+    column until the last byte came (in about half of its updates for such a prompt)."""
+    updates = list(in_process_showdown.stream("Reply with five different emoji only, nothing else.", "optimized", 24))
+    text = updates[-1].result["text"]
+    tokenizer = in_process_showdown.runner("generation", "optimized").tokenizer
+    split = [c for c in text if ord(c) > 0x7F and c != "\ufffd" and len(tokenizer.encode(c, add_special_tokens=False)) > 1]
+    assert split, text  # the prompt did make characters of several tokens
+    assert not [u.text for u in updates[:-1] if u.text.endswith("\ufffd")]
+    assert all(text.startswith(u.text) for u in updates[:-1])
+
+
 @pytest.mark.parametrize("tokens,windows", [(384, 1), (550, 2)])
 def test_the_app_times_every_qa_variant_as_in_process(app_client, free_port_module, tokens, windows):
     """Issue 47: through `python app.py`, each variant's `latency_ms.model` is within 15 % of the same
