@@ -76,7 +76,7 @@ def read_rows(name: str, content: bytes, limits: Limits = Limits()) -> list[Item
     if not text.strip():
         raise InputError("The file is empty; upload a " + FORMATS + ".")
     suffix = Path(name).suffix.lower()
-    if suffix == ".json" or (suffix not in (".jsonl", ".csv") and text.lstrip().startswith("{") and '"data"' in text[:200]):
+    if suffix == ".json" or (suffix not in (".jsonl", ".csv") and _is_squad(text)):
         items = _squad_json(text)
     elif suffix == ".jsonl" or (suffix != ".csv" and text.lstrip().startswith("{")):
         items = _jsonl(text)
@@ -85,6 +85,15 @@ def read_rows(name: str, content: bytes, limits: Limits = Limits()) -> list[Item
     else:
         raise InputError(f"'{name}' is not a format this Space reads; upload a {FORMATS}.")
     return _checked(items, limits)
+
+
+def _is_squad(text: str) -> bool:
+    """Pasted text that is one JSON object with a "data" list (a JSONL record may mention "data" too)."""
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("data"), list)
 
 
 def _squad_json(text: str) -> list[Item]:
@@ -103,13 +112,22 @@ def _squad_json(text: str) -> list[Item]:
                 row = len(items) + 1
                 if not isinstance(qa, dict):
                     raise InputError(f"Question {row}: each entry of \"qas\" must be an object with a \"question\".")
-                answers = [] if qa.get("is_impossible") else _answer_texts(qa.get("answers", []), row)
-                items.append(Item(row, str(paragraph.get("context") or ""), str(qa.get("question") or ""), tuple(answers)))
+                if "answers" not in qa and not _impossible(qa):  # unlabelled: it would score as all "no answer"
+                    raise InputError(f'Question {row} has no "answers" (for "no answer": an empty list, or '
+                                     '"is_impossible": true).')
+                answers = () if _impossible(qa) else _answer_texts(qa.get("answers"), row)
+                items.append(Item(row, _text(paragraph.get("context"), "context", row, "Question"),
+                                  _text(qa.get("question"), "question", row, "Question"), answers))
     return items
 
 
 SQUAD_SHAPE = ('A SQuAD JSON file needs a top-level "data" list of articles, each with a "paragraphs" list '
                'whose entries hold a "context" and a "qas" list.')
+
+
+def _impossible(qa: dict) -> bool:
+    flag = qa.get("is_impossible", False)
+    return flag is True or (isinstance(flag, str) and flag.strip().lower() == "true")
 
 
 def _listed(parent, key: str) -> list:
@@ -122,7 +140,7 @@ def _listed(parent, key: str) -> list:
 
 def _jsonl(text: str) -> list[Item]:
     items = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(text.split("\n"), 1):  # not splitlines(): U+2028 may sit inside a string
         if not line.strip():
             continue
         try:
@@ -138,11 +156,11 @@ def _jsonl(text: str) -> list[Item]:
 
 
 def _csv(text: str) -> list[Item]:
-    try:
-        dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t")
+    try:  # the delimiter only: the sniffer took ' for the quote character when a quoted field held one
+        delimiter = csv.Sniffer().sniff(text[:4096], delimiters=",;\t").delimiter
     except csv.Error:
-        dialect = csv.excel
-    reader = csv.DictReader(io.StringIO(text), dialect=dialect)
+        delimiter = ","
+    reader = csv.DictReader(io.StringIO(text, newline=None), delimiter=delimiter)  # also CR-only line ends
     try:
         columns = {(c or "").strip().lower() for c in reader.fieldnames or []}
     except csv.Error as error:  # e.g. a header field over the csv module's size limit
@@ -165,27 +183,61 @@ def _csv(text: str) -> list[Item]:
 
 
 def _record(record: dict, number: int, unit: str) -> Item:
-    answers = record.get("answers", record.get("answer", ""))
+    """A CSV row or a JSONL line. `answers` may hold several (a list, or `|` between them in a cell); `answer` is one,
+    unless it is a JSON list. Of the two, the filled one counts; neither is an error, not "no answer"."""
+    record = {str(key).strip().lower(): value for key, value in record.items()}
+    if "answers" not in record and "answer" not in record:
+        raise InputError(f"{unit} {number} has no answer field (for \"no answer\", leave it empty).")
+    several, one = record.get("answers"), record.get("answer")
+    chosen, split = (several, True) if _filled(several) or not _filled(one) else (one, False)
+    return Item(number, _text(record.get("context"), "context", number, unit),
+                _text(record.get("question"), "question", number, unit), _answer_texts(chosen, number, unit, split))
+
+
+def _filled(value) -> bool:
+    return bool(value.strip()) if isinstance(value, str) else value not in (None, [], {})
+
+
+def _text(value, field: str, number: int, unit: str) -> str:
+    if value is None or isinstance(value, str):
+        return value or ""  # empty: said by _checked
+    raise InputError(f"{unit} {number}: the {field} must be text, not {type(value).__name__} ({str(value)[:40]}).")
+
+
+def _answer_texts(answers, number: int, unit: str = "Question", split: bool = True) -> tuple[str, ...]:
+    """Gold answers as texts: a list of strings, numbers or {"text": ...} objects, a datasets-style
+    {"text": [...], "answer_start": [...]}, or a cell's text."""
+    if answers is None:
+        return ()
+    if isinstance(answers, dict):
+        answers = answers.get("text", None)
+        if answers is None:
+            raise InputError(f'{unit} {number}: an answers object needs a "text" list.')
     if isinstance(answers, str):
         stripped = answers.strip()
-        if stripped.startswith("["):  # a JSON list inside a CSV cell
+        if stripped.startswith("[") and stripped.endswith("]"):  # a JSON list inside a cell
             try:
                 answers = json.loads(stripped)
             except json.JSONDecodeError:
-                raise InputError(f"{unit} {number}: the answers cell starts with '[' but is not a JSON list.") from None
+                if split:
+                    raise InputError(f"{unit} {number}: the answers cell starts with '[' but is not a JSON list.") from None
+                answers = [stripped]  # one answer that happens to be bracketed: "[citation needed]"
         else:
-            answers = [a for a in stripped.split("|") if a.strip()] if stripped else []
-    return Item(number, str(record.get("context") or ""), str(record.get("question") or ""),
-                tuple(_answer_texts(answers, number, unit)))
-
-
-def _answer_texts(answers, number: int, unit: str = "Question") -> list[str]:
+            answers = stripped.split("|") if split else [stripped]
+    if isinstance(answers, (int, float)) and not isinstance(answers, bool):
+        answers = [answers]
     if not isinstance(answers, list):
-        raise InputError(f"{unit} {number}: answers must be a list (empty for 'no answer').")
-    texts = [a.get("text", "") if isinstance(a, dict) else a for a in answers]
-    if not all(isinstance(t, str) for t in texts):
-        raise InputError(f"{unit} {number}: every answer must be text.")
-    return [t.strip() for t in texts if t.strip()]
+        raise InputError(f"{unit} {number}: answers must be text or a list (empty for 'no answer').")
+    texts = []
+    for answer in answers:
+        if isinstance(answer, dict):
+            if "text" not in answer:
+                raise InputError(f'{unit} {number}: an answer object needs a "text".')
+            answer = answer["text"]
+        if isinstance(answer, bool) or not isinstance(answer, (str, int, float)):
+            raise InputError(f"{unit} {number}: every answer must be text.")
+        texts.append(str(answer).strip())
+    return tuple(text for text in texts if text)
 
 
 def _checked(items: list[Item], limits: Limits) -> list[Item]:
@@ -245,7 +297,8 @@ def score(answer: Callable[[str, str, str, bool], dict], items: list[Item], vari
 def gold_not_in_context(items: list[Item]) -> list[int]:
     """Rows whose every gold answer is absent from its context: an extractive model can only score F1 on them by
     overlap, never EM. Usually a data error (an answer edited, or paired with the wrong paragraph): said, not hidden."""
-    return [item.row for item in items if item.answers and not any(answer in item.context for answer in item.answers)]
+    return [item.row for item in items if item.answers
+            and not any(normalize_answer(answer) in normalize_answer(item.context) for answer in item.answers)]
 
 
 def summarise(rows: list[dict], variants: list[str], errors: dict[str, str],
@@ -270,13 +323,17 @@ def summarise(rows: list[dict], variants: list[str], errors: dict[str, str],
                                        if unanswerable else None),
                 "p50 (ms)": round(float(np.percentile(latencies, 50)), 1),
                 "p95 (ms)": round(float(np.percentile(latencies, 95)), 1),
-                "same answer as baseline": (round(100 * float(np.mean([normalize_answer(r["answer"]) == baseline[r["row"]]
-                                                                      for r in mine if r["row"] in baseline])), 1)
-                                            if variant != "baseline" and baseline else None)}
+                "same answer as baseline": _share([normalize_answer(r["answer"]) == baseline[r["row"]]
+                                                   for r in mine if r["row"] in baseline and variant != "baseline"])}
         if refused:  # scored on fewer questions than the file holds: say how many, and the first reason
             line["skipped"] = f"{len(refused)}: {refused[0]}" + (" (and more)" if len(refused) > 1 else "")
         out.append(line)
     return out
+
+
+def _share(flags: list[bool]) -> float | None:
+    """A percentage, or None where nothing was compared (np.mean of nothing is NaN, which JSON refuses)."""
+    return round(100 * float(np.mean(flags)), 1) if flags else None
 
 
 def rows_csv(rows: list[dict], path: Path) -> Path:
@@ -298,5 +355,6 @@ def summary_markdown(summary: list[dict], note: str = "") -> str:
         if "error" in line:
             lines.append(f"| {line['variant']} | 0 | {line['error'].replace('|', '/')} |" + " — |" * (len(columns) - 3))
             continue
-        lines.append("| " + " | ".join("—" if line.get(c) is None else str(line[c]) for c in columns) + " |")
+        cells = ("—" if line.get(c) is None else str(line[c]).replace("|", "/").replace("\n", " ") for c in columns)
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + (f"\n\n{note}" if note else "") + "\n"

@@ -46,10 +46,53 @@ def test_squad_json_csv_and_jsonl_give_the_same_questions():
     ("deep.json", b'{"data": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested too deeply"),
     ("deep.jsonl", b"[" * 200_000 + b"]" * 200_000, "Line 1 is JSON nested too deeply"),
     ("header.csv", b"context,question,answer," + b"x" * 140_000 + b"\nc,q,a\n", "header could not be read"),
+    # a missing or misnamed answer field had made every question "no answer", which abstaining scores perfectly
+    ("gold.jsonl", b'{"context": "c", "question": "q", "gold": "a"}', "Line 1 has no answer field"),
+    ("unlabelled.json", b'{"data": [{"paragraphs": [{"context": "c", "qas": [{"question": "q"}]}]}]}',
+     'Question 1 has no "answers"'),
+    ("start.jsonl", b'{"context": "c", "question": "q", "answers": [{"answer_start": 0}]}', 'answer object needs a "text"'),
+    ("listctx.jsonl", b'{"context": ["a b"], "question": "q", "answer": "a"}', "Line 1: the context must be text, not list"),
 ])
 def test_a_bad_file_gets_a_message_naming_the_problem_and_the_row(name, content, message):
     with pytest.raises(InputError, match=message):
         read_rows(name, content)
+
+
+def test_files_as_people_write_them_are_read_as_meant():
+    """Found by probing (each had been rejected, or read as something else)."""
+    def read(name: str, text: str) -> list[tuple[str, str, tuple[str, ...]]]:
+        return [(item.context, item.question, item.answers) for item in read_rows(name, text.encode())]
+
+    # one `answer` is one answer, `|` and all; only an `answers` cell separates several with it
+    assert read("x.csv", "context,question,answer\nAC|DC rocks.,Who rocks?,AC|DC\n")[0][2] == ("AC|DC",)
+    assert read("x.csv", "context,question,answers\nAC rocks.,Who?,AC|the AC\n")[0][2] == ("AC", "the AC")
+    # of an `answer` and an `answers` column, the filled one; JSONL keys as CSV headers, any case
+    assert read("x.csv", "context,question,answer,answers\nThe pig.,What?,pig,\n")[0][2] == ("pig",)
+    assert read("x.jsonl", '{"Context": "The pig.", "Question": "What?", "Answer": "pig"}')[0][2] == ("pig",)
+    # a quote character inside a quoted field: the sniffer had taken ' for the quote character
+    assert read("x.csv", "context,question,answer\n\"He said, 'no', and left.\",What did he say?,no\n")[0][2] == ("no",)
+    # old Excel's CR-only line ends; a U+2028 inside a JSONL string (json.dumps with ensure_ascii=False writes it raw)
+    assert len(read("x.csv", "context,question,answer\rc,q,a\rc,q2,b\r")) == 2
+    assert read("x.jsonl", '{"context": "Line one\u2028two.", "question": "q", "answer": "two"}')[0][0] == "Line one\u2028two."
+    # the datasets library's shape, numbers, null, a bracketed answer that is no JSON list
+    assert read("x.jsonl", '{"context": "c 4", "question": "q", "answers": {"text": ["4"], "answer_start": [2]}}')[0][2] == ("4",)
+    assert read("x.jsonl", '{"context": "In 1990.", "question": "When?", "answer": 1990}')[0][2] == ("1990",)
+    assert read("x.jsonl", '{"context": "c", "question": "q", "answer": null}')[0][2] == ()
+    assert read("x.csv", "context,question,answer\nc [citation needed],q,[citation needed]\n")[0][2] == ("[citation needed]",)
+    # pasted JSONL whose text mentions "data" is JSONL, not a SQuAD file
+    assert read("pasted", '{"context": "Facts are data.", "question": "What are facts?", "answer": "data"}')[0][2] == ("data",)
+    squad = {"data": [{"paragraphs": [{"context": "c", "qas": [{"question": "q", "is_impossible": "false",
+                                                                  "answers": [{"text": "c"}]}]}]}]}
+    assert read("x.json", json.dumps(squad))[0][2] == ("c",)  # a string "false" is not True
+
+
+def test_gold_answers_are_looked_for_in_their_context_as_the_metric_compares_them():
+    from models.your_data import Item, gold_not_in_context
+
+    items = [Item(1, "Barack Obama was president.", "Who?", ("the President",)),  # the metric's EM is 1 here
+             Item(2, "Sticks and stones.", "What?", ("sticks",)),
+             Item(3, "The pig.", "What?", ("wolf",))]
+    assert gold_not_in_context(items) == [3]
 
 
 def test_the_caps_are_stated_and_enforced():
@@ -122,3 +165,11 @@ def test_a_question_one_variant_refuses_is_skipped_for_it_and_said_not_the_rest_
     # a gold answer the context does not hold is said (an extractive model cannot find it): the rows, in the result
     edited = [*items, Item(5, CONTEXT, "What was it?", ("bricks",))]
     assert score(answer, edited, ["baseline"], True)["gold_not_in_context"] == [5] and result["gold_not_in_context"] == []
+    # the baseline skipping every row another variant answered: no share to give (it was NaN, which JSON refuses)
+    only_baseline_refuses = lambda context, question, variant, allow: (  # noqa: E731
+        answer(context, "LONG" if variant == "baseline" else question, variant, allow))
+    disjoint = score(only_baseline_refuses, items[:1], ["baseline", "optimized"], True)
+    assert disjoint["summary"][1]["same answer as baseline"] is None
+    json.dumps(disjoint, allow_nan=False)
+    header, _, row = summary_markdown([{**result["summary"][0], "skipped": "1: row 2: a | b\nc"}]).splitlines()[:3]
+    assert row.count("|") == header.count("|"), row  # a reason's pipe or newline no longer breaks the table

@@ -26,7 +26,7 @@ EXAMPLE_CSV = ("context,question,answer\n"
 def your_data_tab(showdown: Showdown, limits: Limits) -> None:
     with page_tab("Your data"):
         gr.Markdown(f"Score the variants on **your** questions: upload a {FORMATS} — an empty answer means "
-                    f"\"no answer\"; in a CSV cell, several answers are separated by `|` or written as a JSON list "
+                    f"\"no answer\"; in an `answers` cell, several answers are separated by `|` or written as a JSON list "
                     f"— or paste CSV / JSONL below. This Space takes {limits.text()}. Each variant "
                     "answers every question on this machine, one question at a time (other visitors keep their "
                     "turns); F1 and EM are the official SQuAD metric, latency is each call's total time.")
