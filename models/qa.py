@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import time
+import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +22,8 @@ from models.errors import InputError
 
 MAX_QUESTION_CHARS = 1_000
 MAX_CONTEXT_CHARS = 200_000
+MAX_CONTEXT_TOKENS = 50_000  # the character cap's English in tokens; CJK text holds about one token per character
+WINDOW_BATCH = 16  # windows per forward: attention over hundreds of windows at once took gigabytes
 PADDED_LOGIT = -1e4  # where a window is shorter than the batch's widest: never a span, never the null
 
 
@@ -73,6 +76,14 @@ def no_answer_flag(value) -> bool:
 
 
 def validate(question: str, context: str) -> tuple[str, str]:
+    for name, text in (("question", question), ("context", context)):
+        if text is not None and not isinstance(text, str):
+            raise InputError(f"The {name} must be text (got {type(text).__name__}).")
+        try:
+            (text or "").encode("utf-8")
+        except UnicodeEncodeError as error:  # a lone surrogate, which JSON can carry and no tokenizer reads
+            raise InputError(f"The {name} holds an invalid character (U+{ord(error.object[error.start]):04X} at "
+                             f"position {error.start}).") from None
     question, context = (question or "").strip(), context or ""
     if not context.strip():
         raise InputError("Please enter a context paragraph to search for the answer.")
@@ -97,13 +108,18 @@ def tokenize(tokenizer, questions: list[str], contexts: list[str], config: QACon
 
 def preprocess(tokenizer, question: str, context: str, config: QAConfig) -> Windows:
     question, context = validate(question, context)
-    question_ids = tokenizer(question.lstrip(), add_special_tokens=False)["input_ids"]
+    # typed "[CLS]" or "[SEP]" is text, not a token that reframes the pair
+    question_ids = tokenizer(question.lstrip(), add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    if not question_ids:
+        raise InputError("The question has no text the model can read (only invisible characters).")
     if len(question_ids) > config.max_question_tokens:
         raise InputError(f"The question is too long ({len(question_ids)} tokens; at most {config.max_question_tokens}).")
     if _pairs_like_bert(tokenizer):
         tokens = context_tokens(tokenizer, context)
         if not tokens.ids:
             raise InputError(UNREADABLE_CONTEXT)
+        if len(tokens.ids) > MAX_CONTEXT_TOKENS:
+            raise InputError(f"The context is too long ({len(tokens.ids):,} tokens; at most {MAX_CONTEXT_TOKENS:,}).")
         return _assemble(tokenizer, question, question_ids, tokens, config)
     encoded = tokenize(tokenizer, [question], [context], config)
     offsets = []
@@ -129,7 +145,7 @@ def context_tokens(tokenizer, context: str) -> ContextTokens:
     """A context tokenised once, then reused for every question and variant that reads it (the
     "cache the repeated context" idea of Hugging Face's 100x write-up): WordPiece splits each
     sequence of a pair on its own, so the pair's context tokens are these."""
-    encoded = tokenizer(context, add_special_tokens=False, return_offsets_mapping=True)
+    encoded = tokenizer(context, add_special_tokens=False, return_offsets_mapping=True, split_special_tokens=True)
     return ContextTokens(tuple(encoded["input_ids"]), tuple(map(tuple, encoded["offset_mapping"])))
 
 
@@ -175,10 +191,12 @@ def _assemble(tokenizer, question: str, question_ids: list[int], context: Contex
 
 def best_span(start_logits: np.ndarray, end_logits: np.ndarray, offsets: list[tuple[int, int] | None],
               config: QAConfig) -> tuple[float, int, int]:
-    """Best (score, start_token, end_token) in one window, restricted to context tokens."""
+    """Best (score, start_token, end_token) in one window, restricted to context tokens. Those are masked before
+    the top k are taken, as transformers' pipeline does: a long question's tokens could fill the top k."""
     best = (-np.inf, 0, 0)
-    starts = np.argsort(start_logits)[::-1][: config.top_k]
-    ends = np.argsort(end_logits)[::-1][: config.top_k]
+    in_context = np.array([offset is not None for offset in offsets[: len(start_logits)]])
+    starts = np.argsort(np.where(in_context, start_logits, -np.inf))[::-1][: config.top_k]
+    ends = np.argsort(np.where(in_context, end_logits, -np.inf))[::-1][: config.top_k]
     for s in starts:
         if offsets[s] is None:
             continue
@@ -207,6 +225,10 @@ def postprocess(windows: Windows, start_logits: np.ndarray, end_logits: np.ndarr
     if best_value == -np.inf:
         return Answer(answer="", score=-np.inf, start=-1, end=-1, span="", null_wins=True, null_score=null_score,
                       answerability=-np.inf, cues=cues)
+    end = best_chars[1]
+    while end < len(context) and unicodedata.category(context[end]).startswith("M"):  # a combining accent is the
+        end += 1  # letter's: the tokenizer strips it, and its offsets end before it ("José" typed as e + U+0301)
+    best_chars = (best_chars[0], end)
     span = context[best_chars[0]:best_chars[1]]
     answerability = config.verifier.score(cues) if config.verifier else margin
     null_wins = not answerability > config.null_threshold
@@ -225,9 +247,11 @@ def logits_by_length(runner, windows: Windows) -> tuple[np.ndarray, np.ndarray]:
     start = np.full(windows.inputs["input_ids"].shape, PADDED_LOGIT, dtype=np.float32)
     end = start.copy()
     for length in np.unique(lengths):
-        rows = np.flatnonzero(lengths == length)
-        group = {name: np.ascontiguousarray(values[rows, :length]) for name, values in windows.inputs.items()}
-        start[rows, :length], end[rows, :length] = runner.qa_logits(group)
+        same_length = np.flatnonzero(lengths == length)
+        for first in range(0, len(same_length), WINDOW_BATCH):
+            rows = same_length[first:first + WINDOW_BATCH]
+            group = {name: np.ascontiguousarray(values[rows, :length]) for name, values in windows.inputs.items()}
+            start[rows, :length], end[rows, :length] = runner.qa_logits(group)
     return start, end
 
 

@@ -151,3 +151,70 @@ def test_each_window_runs_at_its_own_length_with_the_padded_batchs_answer(tiny_q
     by_length = postprocess(windows, start, end, context, runner.qa_config)
     assert (by_length.start, by_length.end) == (padded.start, padded.end)
     assert answer(Recording(), "Which word comes last?", context)["start"] == padded.start
+
+
+def test_windows_run_in_batches_of_bounded_size(tiny_qa_dir):
+    """Hundreds of windows in one forward took gigabytes (attention over every window at once)."""
+    from models.qa import WINDOW_BATCH, logits_by_length
+    from models.runners import load_runner
+
+    runner = load_runner("qa", "baseline", "torch", tiny_qa_dir)
+    batches: list[int] = []
+
+    class Recording:
+        def __getattr__(self, name):
+            return getattr(runner, name)
+
+        def qa_logits(self, inputs):
+            batches.append(inputs["input_ids"].shape[0])
+            return runner.qa_logits(inputs)
+
+    windows = preprocess(runner.tokenizer, "Which word comes last?", " ".join(f"word{i}" for i in range(2500)),
+                         runner.qa_config)
+    start, _ = logits_by_length(Recording(), windows)
+    assert len(windows.offsets) > WINDOW_BATCH and max(batches) <= WINDOW_BATCH and sum(batches) == len(windows.offsets)
+    assert start.shape[0] == len(windows.offsets)
+
+
+@pytest.mark.parametrize("question, context, message", [
+    ("Who?", 123, "The context must be text"),
+    ("Who chased \ud800 the wolf?", "The wolf ran.", r"invalid character \(U\+D800 at position 11\)"),
+    ("\u200b\ufeff", "The wolf ran.", "The question has no text the model can read"),
+    ("Who?", "猫" * 60_000, r"The context is too long \(60,000 tokens; at most 50,000\)"),
+])
+def test_input_no_tokenizer_or_model_can_take_is_said_before_either_runs(tokenizer, question, context, message):
+    """Found by probing: an int raised AttributeError, a lone surrogate (JSON can carry one) a TypeError; an
+    invisible question was answered; 200,000 CJK characters made ~800 windows."""
+    with pytest.raises(InputError, match=message):
+        preprocess(tokenizer, question, context, QAConfig())
+
+
+def test_special_tokens_typed_in_the_input_are_text(tokenizer):
+    """"[CLS] Who ran?" had put a second [CLS] into the pair, and the model read the frame differently."""
+    windows = preprocess(tokenizer, "[CLS] Who ran? [SEP]", "The wolf ran. [PAD]", QAConfig())
+    ids = windows.inputs["input_ids"][0].tolist()
+    assert ids.count(tokenizer.cls_token_id) == 1 and ids.count(tokenizer.sep_token_id) == 2
+    assert tokenizer.pad_token_id not in ids
+
+
+def test_a_long_questions_tokens_do_not_crowd_the_context_out_of_the_top_k(tokenizer):
+    """The top 20 starts and ends were taken over the whole window, then filtered to the context: when a long
+    question's tokens held all 20, no span was left, and even span mode said "no answer"."""
+    question = ("According to the meeting minutes who was responsible for preparing the quarterly budget report and "
+                "when is it due to be presented to the board?")
+    windows = preprocess(tokenizer, question, "?", QAConfig())
+    start, end = _logits_for(windows, 0, 1, span_score=2.0)
+    for w, offsets in enumerate(windows.offsets):
+        question_positions = [t for t, span in enumerate(offsets) if span is None and t > 0]
+        start[w, question_positions] = end[w, question_positions] = 5.0
+    assert len(question_positions) > QAConfig().top_k
+    assert postprocess(windows, start, end, "?", QAConfig(), handle_impossible_answer=False).answer == "?"
+
+
+def test_a_combining_accent_stays_with_its_letter(tokenizer):
+    """The tokenizer strips accents, so "Jose" + U+0301 ends its offsets before the accent: the span took "Jose"."""
+    context = "The new chef is Jose\u0301 and he cooks well."
+    windows = preprocess(tokenizer, "Who is the new chef?", context, QAConfig())
+    start, end = _logits_for(windows, 16, 20)
+    result = postprocess(windows, start, end, context, QAConfig())
+    assert (result.answer, result.start, result.end) == ("Jose\u0301", 16, 21)
