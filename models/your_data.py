@@ -57,15 +57,15 @@ def read_file(path: str | Path, limits: Limits = Limits()) -> list[Item]:
     if not path.is_file():
         raise InputError("No file was received; upload a " + FORMATS + ".")
     if path.stat().st_size > limits.max_bytes:
-        raise InputError(f"The file is {path.stat().st_size / 1e6:.1f} MB; this Space takes at most "
-                         f"{limits.max_bytes / 1e6:.1f} MB (SHOWDOWN_SCORE_MAX_BYTES).")
+        raise InputError(f"The file is {path.stat().st_size:,} bytes; this Space takes at most "
+                         f"{limits.max_bytes:,} (SHOWDOWN_SCORE_MAX_BYTES).")
     return read_rows(path.name, path.read_bytes(), limits)
 
 
 def read_rows(name: str, content: bytes, limits: Limits = Limits()) -> list[Item]:
     """Items from a file's bytes, by its extension (or, for pasted text, by its first character)."""
     if len(content) > limits.max_bytes:
-        raise InputError(f"The data is {len(content) / 1e6:.1f} MB; this Space takes at most {limits.max_bytes / 1e6:.1f} MB.")
+        raise InputError(f"The data is {len(content):,} bytes; this Space takes at most {limits.max_bytes:,}.")
     try:
         text = content.decode("utf-8-sig")
     except UnicodeDecodeError as error:
