@@ -48,6 +48,13 @@ def test_push_uploads_every_ready_variant_with_card_and_report_and_pull_loads_th
             "print('STATUS', {v['variant']: v['status'] for v in s.variants() if v['task'] == 'qa'})\n"
         )
         pulled = hub.run_python(pull, tmp_path / "pull", SHOWDOWN_HUB_PREFIX="showdown-org/demo")
+        # each card's own "Load" snippet runs as written (the generation card had named an optimum class that
+        # cannot drive ONNX Runtime GenAI's decoder)
+        for task in ("qa", "generation"):
+            card = hub.repos[f"showdown-org/demo-{task}-optimized"]["README.md"].decode()
+            snippet = card.split("## Load")[1].split("```python\n")[1].split("```")[0]
+            ran = hub.run_python(snippet, tmp_path / f"card-{task}")
+            assert ran.returncode == 0 and ran.stdout.strip(), (snippet, ran.stderr[-3000:])
     assert pulled.returncode == 0, pulled.stderr[-3000:]
     assert "QA True" in pulled.stdout and "GEN 3" in pulled.stdout
     assert "'pruned': 'unavailable'" in pulled.stdout

@@ -41,10 +41,7 @@ def variant_card(preset: Preset, variant: Variant, path: Path, report: Report | 
     source = manifest.get("source") or training.get("base_model") or f"{variant.source.kind} {variant.source.location}"
     table = report.markdown() if report else "No report yet: run `python -m optimize report`."
     missed = "".join(f"- **Missed its accuracy gate:** {miss}\n" for miss in gates_missed)
-    load = (f"ORTModelFor{'QuestionAnswering' if preset.task == 'qa' else 'CausalLM'}.from_pretrained("
-            f"'{repo_id(prefix, preset.task, variant.name)}', file_name='model.onnx')" if variant.runtime == "onnxruntime"
-            else f"AutoModelFor{'QuestionAnswering' if preset.task == 'qa' else 'CausalLM'}.from_pretrained("
-                 f"'{repo_id(prefix, preset.task, variant.name)}')")
+    measures = {k: v for k, v in (manifest.get('metrics') or training.get('test') or {}).items() if k != 'summary'}
     content = f"""---
 {data.to_yaml()}
 ---
@@ -56,14 +53,12 @@ measured side by side. This repo holds the **{variant.name}** variant ({variant.
 - Source: {source}
 - Steps: {' → '.join(steps)}
 - Promise and its gated measures: {(manifest.get('metrics') or {}).get('summary') or 'see the accuracy below'}
-{missed}- Accuracy (held-out): `{json.dumps({k: v for k, v in (manifest.get('metrics') or training.get('test') or {}).items() if k != 'summary'})}`
+{missed}- Accuracy (held-out): {measures_text(measures)}
 - Data: {training.get('data', 'see the source variant')} {('(split by article; test articles: ' + ', '.join(training['articles']['test']) + ')') if training else ''}
 - Library versions: `{json.dumps(manifest.get('versions', {}))}`
 
 ## Load
-```python
-{load}
-```
+{load_text(preset, variant, path, repo_id(prefix, preset.task, variant.name), prefix)}
 
 ## Commands that built it
 ```
@@ -76,6 +71,44 @@ python -m optimize report
 {table}
 """
     return ModelCard(content)
+
+
+def measures_text(measures: dict) -> str:
+    """The scalar measures as a line a reader scans; every field, nested ones included, in a folded JSON block."""
+    if not measures:
+        return "not measured"
+    shown = [f"{key.replace('_', ' ')} {value}" for key, value in measures.items()
+             if isinstance(value, (int, float, str)) and not isinstance(value, bool) and len(str(value)) <= 60]
+    return ("; ".join(shown) + "\n\n<details><summary>Every measure (JSON)</summary>\n\n```json\n"
+            + json.dumps(measures, indent=1) + "\n```\n</details>\n")
+
+
+def load_text(preset: Preset, variant: Variant, path: Path, repo: str, prefix: str) -> str:
+    """How to run this variant: as the app does (every variant), and with optimum or transformers alone where that
+    loads it. ONNX Runtime GenAI's fused decoder (GroupQueryAttention, a `logits_to_keep` input) is not one that
+    optimum's ORTModelForCausalLM drives."""
+    call = ("print(qa.answer(runner, 'Who worked harder?', 'The second pig worked harder.'))" if preset.task == "qa"
+            else "print(generation.generate(runner, 'What is the capital of France?', 32)['text'])")
+    project = (f"As the app runs it (this project's runner; `git clone` the project and `pip install -r "
+               f"requirements.txt`), or every pushed variant at once with `SHOWDOWN_HUB_PREFIX={prefix} python app.py`:\n"
+               f"```python\nfrom huggingface_hub import snapshot_download\nfrom models import generation, qa\n"
+               f"from models.runners import load_runner\n\nrunner = load_runner('{preset.task}', '{variant.name}', "
+               f"'{variant.runtime}', snapshot_download('{repo}'))\n{call}\n```\n")
+    head = "QuestionAnswering" if preset.task == "qa" else "CausalLM"
+    if variant.runtime != "onnxruntime":
+        alone = f"from transformers import AutoModelFor{head}\nmodel = AutoModelFor{head}.from_pretrained('{repo}')"
+    elif preset.task == "qa" or "logits_to_keep" not in onnx_inputs(path / "model.onnx"):
+        alone = (f"from optimum.onnxruntime import ORTModelFor{head}\n"
+                 f"model = ORTModelFor{head}.from_pretrained('{repo}', file_name='model.onnx')")
+    else:
+        return project + "\nOptimum's ORTModelForCausalLM does not drive this graph (ONNX Runtime GenAI's fused decoder).\n"
+    return project + f"\nWith {'transformers' if variant.runtime != 'onnxruntime' else 'optimum'} alone:\n```python\n{alone}\n```\n"
+
+
+def onnx_inputs(model: Path) -> set[str]:
+    import onnx
+
+    return {i.name for i in onnx.load(str(model), load_external_data=False).graph.input} if model.exists() else set()
 
 
 def stale_source(path: Path) -> str | None:
