@@ -283,14 +283,14 @@ class GreedyDecoder:
             choices = step(step_ids, past_length, len(draft) + 1)
             kept = next((i for i, (drafted, chosen) in enumerate(zip(draft, choices)) if drafted != chosen), len(draft))
             new = [*draft[:kept], choices[kept]]
+            if not ignore_eos and (stop := next((i for i, t in enumerate(new) if t in self.eos_token_ids), None)) is not None:
+                new = new[: stop + 1]
             if draft:
                 stats["drafted"] += len(draft)
-                stats["accepted"] += kept
+                stats["accepted"] += min(kept, len(new))  # drafts past an end-of-sequence were never written
                 stats["passes"] += 1
                 pacer.settle(len(draft), kept)
             past_length += ids.shape[1] + kept  # the drafted positions after the first miss are overwritten later
-            if not ignore_eos and (stop := next((i for i, t in enumerate(new) if t in self.eos_token_ids), None)) is not None:
-                new = new[: stop + 1]
             generated.extend(new)
             sequence.extend(new)
             if streamer is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -26,16 +27,23 @@ class Update:
 
 
 def validate(prompt: str, max_new_tokens: int) -> tuple[str, int]:
+    if prompt is not None and not isinstance(prompt, str):
+        raise InputError(f"The prompt must be text (got {type(prompt).__name__}).")
     prompt = (prompt or "").strip()
-    if not prompt:
-        raise InputError("Please enter a prompt.")
+    if not "".join(c for c in prompt if c in "\n\t" or unicodedata.category(c) not in ("Cc", "Cf")).strip():
+        raise InputError("Please enter a prompt.")  # zero-width and control characters alone are no prompt either
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as error:  # a lone surrogate, which JSON can carry and no tokenizer reads
+        raise InputError(f"The prompt holds an invalid character (U+{ord(error.object[error.start]):04X} at "
+                         f"position {error.start}).") from None
     if len(prompt) > MAX_PROMPT_CHARS:
         raise InputError(f"The prompt is too long ({len(prompt):,} characters; at most {MAX_PROMPT_CHARS:,}).")
     try:  # 3.7 is refused, not cut to 3: a count the caller did not ask for would be timed as theirs
         if isinstance(max_new_tokens, bool):  # int(True) is 1: a checkbox's value is not a count
             raise TypeError(max_new_tokens)
         whole = int(max_new_tokens)
-        if whole != float(max_new_tokens):
+        if not isinstance(max_new_tokens, int) and whole != float(max_new_tokens):  # 10**30 is whole, only too many
             raise ValueError(max_new_tokens)
     except (TypeError, ValueError, OverflowError) as error:
         raise InputError(f"max_new_tokens must be a whole number (got {max_new_tokens!r}).") from error
@@ -65,10 +73,24 @@ def _decoder(runner):
 
 def preprocess(tokenizer, prompt: str) -> torch.Tensor:
     """The prompt as one user turn of the model's chat template (plain text if it has none)."""
+    as_text = tokenizer(prompt, add_special_tokens=False, split_special_tokens=True).input_ids
+    typed_markup = as_text != tokenizer(prompt, add_special_tokens=False).input_ids
     if tokenizer.chat_template:
+        # a typed "<|im_start|>system" would open a real system turn inside the user's: such a prompt is
+        # tokenised in parts, the template's markup as special tokens and the visitor's text as text
+        rendered = tokenizer.apply_chat_template([{"role": "user", "content": PLACEHOLDER}], add_generation_prompt=True,
+                                                 tokenize=False)
+        if typed_markup and rendered.count(PLACEHOLDER) == 1:
+            before, after = rendered.split(PLACEHOLDER)
+            ids = [*tokenizer(before, add_special_tokens=False).input_ids, *as_text,
+                   *tokenizer(after, add_special_tokens=False).input_ids]
+            return torch.tensor([ids])
         messages = [{"role": "user", "content": prompt}]
         return tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
-    return tokenizer(prompt, return_tensors="pt").input_ids
+    return tokenizer(prompt, return_tensors="pt", split_special_tokens=True).input_ids
+
+
+PLACEHOLDER = "PROMPT_PLACEHOLDER_7f3a"  # where the user's text goes in the rendered template
 
 
 def template_prefix(tokenizer) -> list[int]:
@@ -128,18 +150,14 @@ def stream(runner, prompt: str, max_new_tokens: int = 64, ignore_eos: bool = Fal
     new_ids: list[int] = []
     stamps: list[float] = []
     counts: list[int] = []  # tokens per stamp: a kept draft arrives as several at once
-    decode_seconds = 0.0
     try:
         while (item := streamer.tokens.get()) is not None:
             stamp, ids = item
             stamps.append(stamp)
             counts.append(len(ids))
             new_ids.extend(ids)
-            decode_started = time.perf_counter()
-            text = tokenizer.decode(new_ids, skip_special_tokens=True)
-            decode_seconds += time.perf_counter() - decode_started
             # a character split across tokens decodes as U+FFFD until its last byte arrives: not shown meanwhile
-            yield Update(text=text.rstrip("\ufffd"), done=False)
+            yield Update(text=tokenizer.decode(new_ids, skip_special_tokens=True).rstrip("\ufffd"), done=False)
     finally:  # closed early (the visitor left): stop the model, or the next visitor's timing waits behind it
         streamer.cancelled = True
         worker.join()
@@ -149,7 +167,8 @@ def stream(runner, prompt: str, max_new_tokens: int = 64, ignore_eos: bool = Fal
     cached = getattr(_decoder(runner), "last_cached_prompt_tokens", 0)
     finished_model = stamps[-1] if stamps else time.perf_counter()
     post_started = time.perf_counter()
-    text = tokenizer.decode(new_ids, skip_special_tokens=True)
+    # nor at the end, where the token budget ran out inside one (the stream had shown the text without it)
+    text = tokenizer.decode(new_ids, skip_special_tokens=True).rstrip("\ufffd")
     finished = time.perf_counter()
     model_ms = 1e3 * (finished_model - tokenized)
     result = {
@@ -164,7 +183,7 @@ def stream(runner, prompt: str, max_new_tokens: int = 64, ignore_eos: bool = Fal
         "latency_ms": {
             "tokenize": 1e3 * (tokenized - started),
             "model": model_ms,
-            "post": 1e3 * (finished - post_started + decode_seconds),
+            "post": 1e3 * (finished - post_started),  # the stream's decoding overlapped the model: not added
             "total": 1e3 * (finished - started),
         },
     }

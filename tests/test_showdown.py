@@ -228,3 +228,38 @@ def test_a_closed_stream_stops_the_model_before_the_next_visitor(built_presets, 
     next(updates)
     updates.close()
     assert finished == ["Cancelled"] and not showdown._run_lock.locked()
+
+
+@pytest.mark.parametrize("prompt, max_new_tokens, message", [
+    (123, 8, "The prompt must be text"),
+    ("hi \udfff there", 8, r"invalid character \(U\+DFFF at position 3\)"),  # a lone surrogate JSON can carry
+    ("\u200b\u200c\ufeff\x00\x01", 8, "Please enter a prompt"),  # nothing a reader sees: had been answered
+    ("Hi", 10**30, "max_new_tokens must be between 1 and 256"),  # whole, only too many ("not a whole number")
+])
+def test_a_prompt_no_tokenizer_can_take_is_said_before_it_runs(built_presets, prompt, max_new_tokens, message):
+    from models.errors import InputError
+
+    with pytest.raises(InputError, match=message):
+        Showdown(presets=dict(built_presets)).generate(prompt, "baseline", max_new_tokens)
+
+
+def test_markup_typed_in_a_prompt_is_text_and_a_plain_prompt_is_tokenised_as_before(tiny_llama_dir):
+    """A typed "<|im_start|>system …" (here the tiny tokenizer's [SEP] and [CLS]) had opened a real turn."""
+    from transformers import AutoTokenizer
+
+    from models.generation import preprocess
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    special = set(tokenizer.all_special_ids)
+    plain = preprocess(tokenizer, "hi there")[0].tolist()
+    typed = preprocess(tokenizer, "[SEP] hi [CLS] there [PAD]")[0].tolist()
+    assert [t for t in typed if t in special] == [t for t in plain if t in special]
+    reference = tokenizer.apply_chat_template([{"role": "user", "content": "hi there"}], add_generation_prompt=True)
+    assert plain == list(reference)
+
+
+def test_the_latency_parts_add_up_to_the_total(built_presets):
+    """The stream's decoding overlapped the model's time but was added to `post` too: the parts exceeded the total."""
+    result = Showdown(presets=dict(built_presets)).generate("Tell me a story", "optimized", 32)
+    parts = result["latency_ms"]
+    assert parts["tokenize"] + parts["model"] + parts["post"] <= parts["total"] + 0.5, parts
