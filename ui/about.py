@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 ABOUT_TEMPLATE = """
-**What you see.** Each variant is a real model running here: `baseline` is PyTorch fp32 (eager);
+**What you see.** Each variant is a real model running here: `baseline` is PyTorch fp32 (eager; fp16 on a CUDA machine);
 `optimized` is the baseline exported to ONNX, graph-optimized by ONNX Runtime and quantized to
 INT8 where its accuracy gates allow (its build steps say what it got; FP16 on a CUDA machine). The
 generation baseline comes from a 4-bit GGUF, so its `optimized` carries that GGUF's own 4-bit

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 NAME = "bench"
-HELP = "project variants vs transformers pipeline and optimum INT8, one run"
+HELP = "project variants vs the transformers pipeline, optimum INT8 and llama.cpp (where installed), one run"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
