@@ -53,8 +53,8 @@ def _status_markdown(statuses: list[dict]) -> str:
     icons = {"ready": "🟢", "building": "🟡", "unavailable": "⚪"}
     rows = ["| task | variant | status | detail |", "|---|---|---|---|"]
     for status in statuses:
-        rows.append(f"| {status['task']} | {status['variant']} | {icons[status['status']]} {status['status']} | "
-                    f"{status['detail']} |")
+        detail = " ".join(str(status["detail"]).split()).replace("|", "\\|")  # an error's lines or pipes end the row
+        rows.append(f"| {status['task']} | {status['variant']} | {icons[status['status']]} {status['status']} | {detail} |")
     return "\n".join(rows)
 
 

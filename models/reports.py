@@ -44,7 +44,7 @@ def accuracy_text(accuracy: dict) -> str:
     if "overall_f1" in accuracy:
         return f"F1 {accuracy['overall_f1']:.1f} / EM {accuracy.get('overall_exact', 0):.1f}"
     if "agreement_pct" in accuracy:
-        return (f"agree {accuracy['agreement_pct']:.1f}%"
+        return (f"agrees with its source {accuracy['agreement_pct']:.1f}%"
                 + (f", same text {accuracy['identical_continuations_pct']:.0f}%" if "identical_continuations_pct" in accuracy else "")
                 + (f", ppl {accuracy['perplexity']:.2f}" if "perplexity" in accuracy else "")
                 + (f", reading F1 {accuracy['reading_f1']:.1f}" if "reading_f1" in accuracy else "")
@@ -80,15 +80,17 @@ class Report:
         a = row.accuracy
         if self.task != "qa" or "forced_f1" not in a:
             return {"accuracy": self.accuracy_text(row)}
-        dash = "—"
+        def pair(spec: str, *keys: str) -> str:  # a measure a build did not record reads "—", not a KeyError
+            return spec.format(*(a[key] for key in keys)) if all(key in a for key in keys) else "—"
+
         return {
-            "SQuAD 2.0 EM / F1": f"{a['overall_exact']:.1f} / {a['overall_f1']:.1f}",
-            "HasAns / NoAns F1": f"{a['HasAns_f1']:.1f} / {a['NoAns_f1']:.1f}",
-            "F1, margin alone (AUC, verifier's)": (f"{a['margin_rule_f1']:.1f} ({a['margin_auc']:.2f}, "
-                                                   f"{a['answerability_auc']:.2f})" if "margin_rule_f1" in a else dash),
-            "forced-span EM / F1": f"{a['forced_exact']:.1f} / {a['forced_f1']:.1f}",
-            "everyday F1 (forced)": f"{a['everyday_f1']:.1f} ({a['everyday_forced_f1']:.1f})",
-            "same span as source": f"{a['agreement_pct']:.1f}%" if "agreement_pct" in a else dash,
+            "SQuAD 2.0 EM / F1": pair("{:.1f} / {:.1f}", "overall_exact", "overall_f1"),
+            "HasAns / NoAns F1": pair("{:.1f} / {:.1f}", "HasAns_f1", "NoAns_f1"),
+            "F1, margin alone (AUC, verifier's)": pair("{:.1f} ({:.2f}, {:.2f})", "margin_rule_f1", "margin_auc",
+                                                       "answerability_auc"),
+            "forced-span EM / F1": pair("{:.1f} / {:.1f}", "forced_exact", "forced_f1"),
+            "everyday F1 (forced)": pair("{:.1f} ({:.1f})", "everyday_f1", "everyday_forced_f1"),
+            "same span as source": pair("{:.1f}%", "agreement_pct"),
         }
 
     def table(self) -> list[dict]:
@@ -104,10 +106,10 @@ class Report:
             }
             if self.task == "generation":
                 line["tokens written"] = row.new_tokens if row.new_tokens is not None else "—"
-                line["tokens/s"] = round(row.tokens_per_s or 0, 1)
+                line["tokens/s"] = round(row.tokens_per_s, 1) if row.tokens_per_s else "—"
                 line["prompt tokens/s"] = round(row.prefill_tokens_per_s, 0) if row.prefill_tokens_per_s else "—"
                 line["decode tokens/s"] = round(row.decode_tokens_per_s, 1) if row.decode_tokens_per_s else "—"
-                line["TTFT (ms)"] = round(row.ttft_ms or 0, 1)
+                line["TTFT (ms)"] = round(row.ttft_ms, 1) if row.ttft_ms else "—"
             out.append(line)
         return out
 
@@ -228,8 +230,11 @@ def load_report_table(task: str, directory: Path = REPORTS_DIR):
     if not path.exists():
         return pd.DataFrame(), f"No {task} report yet: run `python -m optimize report`."
     report = Report.load(path)
+    origins = [f"`{row.variant}` {', '.join(found)}" for row in report.rows if (found := accuracy_origins(row.accuracy))]
     caption = (f"### {'Question answering' if task == 'qa' else 'Text generation'} — {report.preset}\n"
-               f"{report.workload}; {machine_label(report.machine, report.created)}")
+               f"{report.workload}; {machine_label(report.machine, report.created)}. Latency measured in that run; "
+               "accuracy as each variant's build measured it"
+               + ("; read from records, measured as shown: " + "; ".join(origins) if origins else "") + ".")
     return pd.DataFrame(report.table()), caption
 
 

@@ -336,14 +336,7 @@ def _share(flags: list[bool]) -> float | None:
     return round(100 * float(np.mean(flags)), 1) if flags else None
 
 
-def rows_csv(rows: list[dict], path: Path) -> Path:
-    """The per-question answers, one row per question and variant, for the visitor to keep."""
-    columns = ["row", "variant", "question", "gold", "answer", "exact", "f1", "answerable", "latency_ms"]
-    with open(path, "w", newline="", encoding="utf-8") as out:
-        writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
+ROW_COLUMNS = ("row", "variant", "question", "gold", "answer", "exact", "f1", "answerable", "latency_ms")
 
 
 def summary_markdown(summary: list[dict], note: str = "") -> str:

@@ -170,3 +170,14 @@ def test_a_port_another_server_holds_stops_the_start_with_one_line():
                               env={**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port)})
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert f"error: port {port} is in use (another `python app.py`?)" in done.stderr
+
+
+def test_a_multi_line_failure_keeps_the_status_table_whole():
+    """A build or load failure's message often spans lines or holds a pipe: it ended the row and broke the table."""
+    from app import _status_markdown
+
+    table = _status_markdown([{"task": "qa", "variant": "optimized", "status": "unavailable",
+                               "detail": "build failed: RuntimeError: line one\nline | two"},
+                              {"task": "qa", "variant": "pruned", "status": "ready", "detail": "torch"}])
+    rows = table.splitlines()
+    assert len(rows) == 4 and all(row.count(" | ") == rows[0].count(" | ") for row in rows[2:]), table

@@ -98,7 +98,7 @@ def test_the_report_says_what_each_faster_rejected_recipe_missed_by():
             "is 2.24 below its source") in text
 
 
-def test_the_report_says_which_accuracy_figures_were_read_from_records():
+def test_the_report_says_which_accuracy_figures_were_read_from_records(tmp_path):
     """Latency is this run's; accuracy is the build's, and where a figure was read from a record the
     report says which, when and on which CPU (the table looked measured here throughout)."""
     accuracy = {"agreement_pct": 99.0, "reading_f1": 12.9, "reading_recorded": "2026-11-26, AMD EPYC (avx512-vnni)",
@@ -112,3 +112,23 @@ def test_the_report_says_which_accuracy_figures_were_read_from_records():
     rows[1].accuracy = {"agreement_pct": 100.0}
     plain = Report(task="generation", preset="p", workload="w", machine={}, rows=rows).markdown()
     assert "Accuracy is what each variant's build measured (its manifest)." in plain and "records" not in plain
+    # the Benchmarks tab's caption says so too (it had dropped the note), and a measure a build did not record is a dash
+    report = Report(task="generation", preset="p", workload="w", machine={}, rows=rows[:1] + [
+        Row(variant="pruned", runtime="torch", parameters=1, size_mb=1.0, latency_p50_ms=1.0, latency_p95_ms=1.0,
+            speedup_p50=1.0, accuracy=accuracy)])
+    report.save(tmp_path)
+    table, caption = load_report_table("generation", tmp_path)
+    assert "read from records, measured as shown: `pruned` reading F1 (2026-11-26" in caption
+    assert list(table["tokens/s"]) == ["—", "—"] and list(table["TTFT (ms)"]) == ["—", "—"]  # not measured: not 0
+    qa = Report(task="qa", preset="p", workload="w", machine={}, rows=[Row(
+        variant="baseline", runtime="torch", parameters=1, size_mb=1.0, latency_p50_ms=1.0, latency_p95_ms=1.0,
+        speedup_p50=1.0, accuracy={"overall_f1": 60.0, "overall_exact": 55.0, "forced_f1": 80.0, "forced_exact": 70.0})])
+    assert qa.table()[0]["everyday F1 (forced)"] == "—" and qa.table()[0]["HasAns / NoAns F1"] == "—"  # a KeyError before
+
+
+def test_a_column_shows_no_score_a_build_did_not_record():
+    from ui.columns import accuracy_text
+
+    assert accuracy_text({"overall_f1": 50.0}) == "held-out SQuAD 2.0 F1 50.0"  # "(HasAns 0.0, NoAns 0.0)" before
+    text = accuracy_text({"agreement_pct": 99.0, "reading_f1": 12.0, "reading_f1_ci95": [11.0, 13.0]})
+    assert "reading-comprehension F1 12.0 (95% CI 11.0 to 13.0)" in text  # no KeyError without a question count

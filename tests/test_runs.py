@@ -66,3 +66,35 @@ def test_a_variant_that_failed_stays_in_the_pasted_table_and_the_csv_with_its_me
     assert f"| optimized | {message[:60]} | — | — | — | — |" in table
     generated = add_run([], "generation-smollm2", "Hi", {}, "generation", {"pruned": message})
     assert f"| pruned | {message[:60]} | — | — | — | — | — |" in last_run_markdown(generated, "generation")
+
+
+def test_a_visitors_text_in_a_csv_is_never_a_formula():
+    """A spreadsheet runs a cell starting with = + - @ as a formula: the question and the answers are the visitor's."""
+    attack = {"baseline": {**QA["baseline"], "answer": "@SUM(A1)"}, "optimized": {**QA["baseline"], "answer": "-2+3"}}
+    runs = add_run([], "p", '=HYPERLINK("http://x","click")', attack, "qa")
+    with open(runs_csv(runs, "qa"), newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(r["input"][:2], r["output"]) for r in rows] == [("'=", "'@SUM(A1)"), ("'=", "'-2+3")]
+    assert rows[0]["total_ms"] == "72.0"  # numbers stay numbers
+
+
+def test_a_one_token_generation_reads_not_timed_not_zero():
+    runs = add_run([], "p", "q", {"optimized": _generated("x", 1, 15.0, 0.0)}, "generation")
+    assert runs[0]["decode_tokens_per_s"] is None
+
+
+def test_the_charts_and_the_table_number_a_run_alike_even_when_it_timed_nothing(built_presets):
+    """A click whose variants all failed added no chart rows, so "This run" kept the previous click's bars and
+    the chart's run numbers fell behind the table's."""
+    from models.showdown import Showdown
+    from ui.columns import empty_history, latest_run, record
+    from ui.runs import next_run
+
+    showdown = Showdown(presets=dict(built_presets))
+    results = showdown.compare("The second pig worked harder.", "Who worked harder?", ["baseline", "optimized"])
+    runs = add_run([], "p", "q", results, "qa")
+    history, _, _ = record(showdown, "qa", results, {}, empty_history(), next_run([]))
+    runs = add_run(runs, "p", "q", {}, "qa", {"baseline": "⚠️ failed"})
+    history, bars, _ = record(showdown, "qa", {}, {}, history, next_run(runs[:-1]))
+    assert int(history["run"].max()) == runs[-1]["run"] == 2
+    assert not (bars["latency_ms"] > 0).any()  # this run's bars are empty, not run 1's

@@ -96,7 +96,7 @@ def test_status_shows_the_steps_built_and_the_rejected_recipe_in_one_line(tiny_q
                            f"rejected dynamic INT8 per channel, fp32 ffn_output: {miss}; "
                            f"rejected dynamic INT8 per channel, fp32 ffn_output + ffn_input: {miss}"), detail
     summary = next(line for line in showdown.summary() if line.startswith("qa/optimized"))
-    assert summary.startswith("qa/optimized: ready, ") and "agree 100.0%" in summary and "rejected dynamic INT8" in summary
+    assert summary.startswith("qa/optimized: ready, ") and "agrees with its source 100.0%" in summary and "rejected dynamic INT8" in summary
     assert showdown.variant_status("qa", "optimized")["accuracy"]["summary"] == "exact: same span on 100.0%"
 
 

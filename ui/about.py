@@ -42,7 +42,8 @@ perplexity on 48 Wikipedia paragraphs of the reading set's articles (validation:
 was trained or chosen on them), reading-comprehension F1 (held-out SQuAD questions asked
 about their paragraph, with a 95 % interval), the score on a public 60-prompt instruction set
 (`optimize/evaluate/instruction_set.json`), and greedy agreement with the source. Each variant
-keeps one promise, and the build publishes nothing that misses its gate:
+keeps one promise, and the build publishes nothing that misses its gate (a trained model the project
+committed, QA `pruned`, is checked against its promise too, and shown with any gate it misses):
 
 {gates}
 

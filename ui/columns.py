@@ -65,8 +65,8 @@ def _ms(value: float) -> str:
 
 def accuracy_text(accuracy: dict, runtime: str = "onnxruntime") -> str:
     if "overall_f1" in accuracy:
-        text = (f"held-out SQuAD 2.0 F1 {accuracy['overall_f1']:.1f} (HasAns {accuracy.get('HasAns_f1', 0):.1f}, "
-                f"NoAns {accuracy.get('NoAns_f1', 0):.1f})")
+        split = [f"{name} {accuracy[f'{name}_f1']:.1f}" for name in ("HasAns", "NoAns") if f"{name}_f1" in accuracy]
+        text = f"held-out SQuAD 2.0 F1 {accuracy['overall_f1']:.1f}" + (f" ({', '.join(split)})" if split else "")
         if "margin_rule_f1" in accuracy:
             text += f" · {accuracy['margin_rule_f1']:.1f} with the null margin alone"
         if "forced_f1" in accuracy:
@@ -83,7 +83,8 @@ def accuracy_text(accuracy: dict, runtime: str = "onnxruntime") -> str:
         parts = [f"perplexity {accuracy['perplexity']:.2f}{recorded}"] if "perplexity" in accuracy else []
         if "reading_f1" in accuracy:
             low, high = accuracy.get("reading_f1_ci95", (None, None))
-            interval = f" (95% CI {low:.1f} to {high:.1f}, {accuracy['reading_questions']} questions)" if low is not None else ""
+            count = f", {accuracy['reading_questions']} questions" if "reading_questions" in accuracy else ""
+            interval = f" (95% CI {low:.1f} to {high:.1f}{count})" if low is not None else ""
             recorded = (f", read from a record measured {accuracy['reading_recorded']}"
                         if accuracy.get("reading_recorded") else ", measured when it was built")
             parts.append(f"reading-comprehension F1 {accuracy['reading_f1']:.1f}{interval}{recorded}")
@@ -145,10 +146,10 @@ def _speedup_text(result: dict, baseline: dict | None, task: str) -> str:
     ratio = speedup(result, baseline, task)
     if task == "qa":
         return f"**{ratio:.2f}x** vs baseline"
+    first = f"first token {baseline['ttft_ms'] / result['ttft_ms']:.2f}x" if result.get("ttft_ms") and baseline.get("ttft_ms") else ""
     if ratio is None:
-        return "speedup: too few tokens to time decoding"
-    first = baseline["ttft_ms"] / result["ttft_ms"] if result["ttft_ms"] else float("nan")
-    return f"decoding **{ratio:.2f}x** vs baseline · first token {first:.2f}x"
+        return " · ".join(filter(None, ["decoding speedup: too few tokens to time decoding", first]))
+    return f"decoding **{ratio:.2f}x** vs baseline" + (f" · {first}" if first else "")
 
 
 def chart_ms(result: dict, task: str) -> float | None:
@@ -177,7 +178,8 @@ def stats_markdown(status: dict, result: dict, baseline: dict | None, task: str)
         decode = result.get("decode_tokens_per_s") or 0.0
         written = f"{result['new_tokens']} token{'s' if result['new_tokens'] != 1 else ''} written"
         lines.append(f"first token {_ms(result['ttft_ms'])} (prompt {result.get('prefill_tokens_per_s', 0):,.0f} tokens/s{cached}) · "
-                     + (f"**decoding {decode:.1f} tokens/s**" if decode else "decoding not timed (one token)")
+                     + (f"**decoding {decode:.1f} tokens/s**" if decode else
+                        f"decoding not timed ({'one token' if result['new_tokens'] == 1 else 'no token'})")
                      + f" · {written}" + _lookup_note(result.get("draft")))
     else:
         lines.append(f"{result['tokens']} tokens in {result['windows']} window(s) · null margin {result['score']:+.2f}"
@@ -262,16 +264,18 @@ def check(validate, *args, selected: list[str]) -> list[str]:
         raise gr.Error(str(error)) from error
 
 
-def record(showdown: Showdown, task: str, results: dict, stats: dict, history: pd.DataFrame) -> list:
+def record(showdown: Showdown, task: str, results: dict, stats: dict, history: pd.DataFrame, run: int) -> list:
     """Fill each column's stats (speedup against this run's baseline) and extend the session's
-    history; returns the history and both charts' values."""
+    history with run `run` (the kept runs' number: the table, the CSV and the charts say the same run); returns
+    the history and both charts' values. A run that timed nothing (every variant failed, or one token written) is
+    an empty run in the charts, not the previous click's bars under "This run"."""
     baseline = results.get("baseline")
-    run = int(history["run"].max()) + 1 if len(history) else 1
     rows = []
     for variant, result in results.items():
         stats[variant] = stats_markdown(showdown.variant_status(task, variant), result, baseline, task)
         if (latency_ms := chart_ms(result, task)) is not None:
             rows.append({"run": run, "variant": variant, "latency_ms": latency_ms})
+    rows = rows or [{"run": run, "variant": VARIANTS[0], "latency_ms": float("nan")}]
     history = pd.concat([history, pd.DataFrame(rows, columns=CHART_COLUMNS)], ignore_index=True)
     history = history[history["run"] > run - HISTORY_RUNS].astype({"run": int, "variant": str, "latency_ms": float})
     return [history, latest_run(history), history_points(history)]

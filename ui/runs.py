@@ -2,8 +2,11 @@
 to paste into an issue or a chat. The charts show the same runs; these keep their numbers."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import tempfile
+import time
+import uuid
 from pathlib import Path
 
 import gradio as gr
@@ -21,7 +24,7 @@ def add_run(runs: list[dict], preset: str, text_in: str, results: dict[str, dict
     """This click's results, one row per variant in the catalog's order, after the session's earlier runs; the
     speedup is the one the variant's column shows (generation: decoding speed). `failures`: chosen variants that
     gave no result, with their column's message, kept as rows without numbers (a pasted table must not hide them)."""
-    run = max((row["run"] for row in runs), default=0) + 1
+    run = next_run(runs)
     baseline = results.get("baseline")
     rows = []
     for variant in VARIANTS:  # every answer is a catalog variant
@@ -39,11 +42,16 @@ def add_run(runs: list[dict], preset: str, text_in: str, results: dict[str, dict
             "model_ms": round(result["latency_ms"]["model"], 2), "speedup": None if ratio is None else round(ratio, 3),
             "tokens": result.get("new_tokens", result.get("tokens")), "tokens_per_s": _rounded(result.get("tokens_per_s")),
             "prefill_tokens_per_s": _rounded(result.get("prefill_tokens_per_s")),
-            "decode_tokens_per_s": _rounded(result.get("decode_tokens_per_s")), "ttft_ms": _rounded(result.get("ttft_ms")),
+            "decode_tokens_per_s": _rounded(result.get("decode_tokens_per_s") or None),  # one token: not timed, not 0
+            "ttft_ms": _rounded(result.get("ttft_ms")),
             "device": result.get("device", "cpu"), "timing": result.get("timing", ""),
         })
     kept = [row for row in runs if row["run"] > run - KEPT_RUNS]
     return kept + rows
+
+
+def next_run(runs: list[dict]) -> int:
+    return max((row["run"] for row in runs), default=0) + 1
 
 
 def _rounded(value) -> float | None:
@@ -58,12 +66,33 @@ def runs_csv(runs: list[dict], task: str) -> str | None:
     """The session's runs as a CSV file for the download button (None before the first run)."""
     if not runs:
         return None
-    path = Path(tempfile.mkdtemp(prefix="showdown-runs-")) / f"{task}-runs.csv"
+    return str(write_csv([{key: inert(value) for key, value in row.items()} for row in runs], COLUMNS,
+                         f"{task}-runs-{uuid.uuid4().hex[:12]}.csv"))
+
+
+CSV_DIR = Path(tempfile.gettempdir()) / "showdown-csv"
+CSV_KEPT_S = 3600  # a download is fetched within seconds; an hour-old file is no one's
+
+
+def write_csv(rows: list[dict], columns, name: str) -> Path:
+    """A download's CSV in one folder for the process, files older than an hour removed on the way: a folder per
+    click had piled up for as long as the app ran."""
+    CSV_DIR.mkdir(exist_ok=True)
+    for old in CSV_DIR.glob("*.csv"):
+        with contextlib.suppress(OSError):
+            if time.time() - old.stat().st_mtime > CSV_KEPT_S:
+                old.unlink()
+    path = CSV_DIR / name
     with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(runs)
-    return str(path)
+        writer.writerows(rows)
+    return path
+
+
+def inert(value):
+    """A visitor's text in a CSV cell, as text: a spreadsheet runs a cell that starts with = + - @ as a formula."""
+    return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
 def last_run_markdown(runs: list[dict], task: str) -> str:

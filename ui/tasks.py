@@ -15,7 +15,7 @@ from models.errors import InputError, VariantUnavailable
 from models.showdown import Showdown
 from ui.columns import (chart_tops, check, fresh_history, page_tab, preset_picker, qa_answer_text, record, using,
                         variant_columns)
-from ui.runs import kept_runs_outputs, kept_runs_row
+from ui.runs import kept_runs_outputs, kept_runs_row, next_run
 
 USER_ERRORS = (InputError, VariantUnavailable)
 NOT_RUN = "not selected for this run"  # a column a click leaves out says so, instead of an earlier click's numbers
@@ -25,7 +25,7 @@ log = logging.getLogger("app")
 def failed(variant: str, error: Exception) -> str:
     """A column's line for a fault of ours (not the visitor's): the click goes on with the other variants."""
     log.exception("%s failed", variant)
-    return f"⚠️ this variant failed ({type(error).__name__}; the server's log has the details)"
+    return f"this variant failed ({type(error).__name__}; the server's log has the details)"
 # BROWSER_LOAD: a visitor's browser on the same 2 cores takes them from the models being timed; gradio's animated
 # progress overlay and a redraw on every generated token made it take the most (experiments/app-timing), so the task
 # buttons show no overlay (their columns say what runs) and the text grows at most this often.
@@ -81,7 +81,7 @@ def qa_tab(showdown: Showdown) -> None:
                 answers[variant], stats[variant] = "", f"⚠️ {result['error']}"
             else:
                 results[variant], answers[variant] = result, qa_answer_text(result)
-        charts = record(showdown_here, "qa", results, stats, history)  # fills `stats` first
+        charts = record(showdown_here, "qa", results, stats, history, next_run(runs))  # fills `stats` first
         kept = kept_runs_outputs(runs, showdown_here.preset("qa").name, question, results, "qa",
                                  {v: stats[v] for v in chosen if v not in results})
         yield [*answers.values(), *stats.values(), *charts, *kept]
@@ -132,8 +132,8 @@ def generation_tab(showdown: Showdown) -> None:
             except USER_ERRORS as error:
                 stats[variant] = f"⚠️ {error}"
             except Exception as error:  # noqa: BLE001 - a fault of ours: said in its column, the others still run
-                stats[variant] = failed(variant, error)
-        charts = record(showdown_here, "generation", results, stats, history)  # fills `stats` first
+                stats[variant] = f"⚠️ {failed(variant, error)}"
+        charts = record(showdown_here, "generation", results, stats, history, next_run(runs))  # fills `stats` first
         kept = kept_runs_outputs(runs, showdown_here.preset("generation").name, prompt, results, "generation",
                                  {v: stats[v] for v in chosen if v not in results})
         yield [*texts.values(), *stats.values(), *charts, *kept]

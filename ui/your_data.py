@@ -1,9 +1,8 @@
 """The "Your data" tab and its `/score_qa` API: a visitor's own questions, scored by every variant."""
 from __future__ import annotations
 
-import tempfile
 import time
-from pathlib import Path
+import uuid
 
 import gradio as gr
 import pandas as pd
@@ -14,8 +13,9 @@ from models.catalog import VARIANT_COLORS, VARIANTS
 from models.errors import InputError, VariantUnavailable
 from models.qa import no_answer_flag
 from models.showdown import Showdown
-from models.your_data import FORMATS, Limits, read_file, read_rows, rows_csv, score, summary_markdown
+from models.your_data import FORMATS, ROW_COLUMNS, Limits, read_file, read_rows, score, summary_markdown
 from ui.columns import page_tab
+from ui.runs import inert, write_csv
 
 USER_ERRORS = (InputError, VariantUnavailable)
 EXAMPLE_CSV = ("context,question,answer\n"
@@ -58,7 +58,8 @@ def your_data_tab(showdown: Showdown, limits: Limits) -> None:
             scored = table[table["questions"] > 0]
             if scored.empty:  # no chosen variant answered: say why instead of an empty chart
                 raise gr.Error("No variant answered: " + "; ".join(f"{r['variant']}: {r['error']}" for r in result["summary"]))
-            csv_path = rows_csv(result["rows"], Path(tempfile.mkdtemp(prefix="your-data-")) / "answers.csv")
+            csv_path = write_csv([{key: inert(value) for key, value in row.items()} for row in result["rows"]], ROW_COLUMNS,
+                                 f"your-data-{uuid.uuid4().hex[:12]}.csv")
             note = (f"{len(items)} questions, {showdown.preset('qa').name}, "  # which model: the tab has no picker
                     f"scored {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
             if missing := result["gold_not_in_context"]:
