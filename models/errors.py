@@ -15,3 +15,18 @@ class VariantUnavailable(RuntimeError):
 
 class ConfigError(ValueError):
     """A setting (option, environment or repository variable) is malformed or points at nothing."""
+
+
+def typed_text(value, name: str) -> str:
+    """A visitor's text as the tokenizers need it ("" for none): any other type, or a lone surrogate (JSON can
+    carry one; no tokenizer reads it), is said as an InputError rather than raised from inside a tokenizer."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InputError(f"The {name} must be text (got {type(value).__name__}).")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InputError(f"The {name} holds an invalid character (U+{ord(error.object[error.start]):04X} at "
+                         f"position {error.start}).") from None
+    return value

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from models.errors import InputError
+from models.errors import InputError, typed_text
 
 MAX_PROMPT_CHARS = 4_000
 MAX_PROMPT_TOKENS = 2_048  # a demo's prompt: a longer prefill would hold every other visitor's click
@@ -27,16 +27,9 @@ class Update:
 
 
 def validate(prompt: str, max_new_tokens: int) -> tuple[str, int]:
-    if prompt is not None and not isinstance(prompt, str):
-        raise InputError(f"The prompt must be text (got {type(prompt).__name__}).")
-    prompt = (prompt or "").strip()
+    prompt = typed_text(prompt, "prompt").strip()
     if not "".join(c for c in prompt if c in "\n\t" or unicodedata.category(c) not in ("Cc", "Cf")).strip():
         raise InputError("Please enter a prompt.")  # zero-width and control characters alone are no prompt either
-    try:
-        prompt.encode("utf-8")
-    except UnicodeEncodeError as error:  # a lone surrogate, which JSON can carry and no tokenizer reads
-        raise InputError(f"The prompt holds an invalid character (U+{ord(error.object[error.start]):04X} at "
-                         f"position {error.start}).") from None
     if len(prompt) > MAX_PROMPT_CHARS:
         raise InputError(f"The prompt is too long ({len(prompt):,} characters; at most {MAX_PROMPT_CHARS:,}).")
     try:  # 3.7 is refused, not cut to 3: a count the caller did not ask for would be timed as theirs

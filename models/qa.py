@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.answerability import Verifier, features
-from models.errors import InputError
+from models.errors import InputError, typed_text
 
 MAX_QUESTION_CHARS = 1_000
 MAX_CONTEXT_CHARS = 200_000
@@ -76,15 +76,7 @@ def no_answer_flag(value) -> bool:
 
 
 def validate(question: str, context: str) -> tuple[str, str]:
-    for name, text in (("question", question), ("context", context)):
-        if text is not None and not isinstance(text, str):
-            raise InputError(f"The {name} must be text (got {type(text).__name__}).")
-        try:
-            (text or "").encode("utf-8")
-        except UnicodeEncodeError as error:  # a lone surrogate, which JSON can carry and no tokenizer reads
-            raise InputError(f"The {name} holds an invalid character (U+{ord(error.object[error.start]):04X} at "
-                             f"position {error.start}).") from None
-    question, context = (question or "").strip(), context or ""
+    question, context = typed_text(question, "question").strip(), typed_text(context, "context")
     if not context.strip():
         raise InputError("Please enter a context paragraph to search for the answer.")
     if not question:
