@@ -80,9 +80,10 @@ def _preset(entry: dict) -> Preset:
 
 def add_preset(model: str, task: Task, name: str | None = None, revision: str | None = None,
                prune: PruneSpec | None = None, reading_questions: int | None = None,
-               built_in: Iterable[str] = ()) -> Preset:
-    """Write (or replace) the preset for `model` in the user catalog and return it; `built_in`: the
-    catalog's own preset names, which a user's preset may not take."""
+               built_in: Iterable[str] = (), replace: bool = False) -> Preset:
+    """Write the preset for `model` in the user catalog and return it; `built_in`: the catalog's own preset
+    names, which a user's preset may not take. A preset of that name for another model or task is replaced
+    only when asked (`replace`): a second folder of the same name had silently taken the first one's place."""
     import yaml
 
     name = name or re.sub(r"[^a-z0-9._-]+", "-", Path(model.rstrip("/")).name.lower()).strip("-")
@@ -92,6 +93,10 @@ def add_preset(model: str, task: Task, name: str | None = None, revision: str | 
         raise InputError(f"'{name}' is a built-in preset; pass --name to call yours something else.")
     entry = {"name": name, "task": task, "model": model, **({"revision": revision} if revision else {}),
              "prune": asdict(prune or PruneSpec()), **({"reading_questions": reading_questions} if reading_questions else {})}
+    held = next((e for e in _read() if e["name"] == name), None)
+    if held and (str(held["model"]), held["task"]) != (model, task) and not replace:
+        raise InputError(f"preset '{name}' already holds {held['model']} ({held['task']}); pass --name to add this one "
+                         "beside it, or --force to replace it")
     entries = [e for e in _read() if e["name"] != name] + [entry]
     path = catalog_path()
     path.parent.mkdir(parents=True, exist_ok=True)

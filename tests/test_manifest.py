@@ -123,3 +123,39 @@ def test_training_and_pruning_refuse_a_value_no_run_can_use_before_writing_anyth
 
     with pytest.raises(ConfigError, match="the model has 30 layers of 1536 FFN neurons; asked to drop 30 layers"):
         DecoderPruneConfig(layers_dropped=30).check_fits(SimpleNamespace(intermediate_size=1536, num_hidden_layers=30))
+
+
+def test_build_model_says_what_a_folder_lacks_before_it_writes_the_catalog(tmp_path, capsys, tiny_qa_dir, monkeypatch):
+    """A QA model with --task generation, a folder without weights or without a tokenizer had printed "baseline:
+    ready", then tracebacks minutes later, and had rewritten the catalog's working preset of the same name."""
+    import shutil
+
+    from models.errors import InputError
+    from models.user_presets import add_preset, catalog_path
+    from optimize.__main__ import main
+
+    monkeypatch.setenv("SHOWDOWN_ARTIFACTS", str(tmp_path / "artifacts"))
+    no_weights, no_tokenizer = tmp_path / "no-weights", tmp_path / "no-tokenizer"
+    shutil.copytree(tiny_qa_dir, no_weights, ignore=shutil.ignore_patterns("*.safetensors", "*.bin"))
+    no_tokenizer.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(tiny_qa_dir / name, no_tokenizer / name)
+    cases = {
+        (str(tiny_qa_dir), "generation"): "holds a BertForQuestionAnswering, a qa model: --task qa",
+        (str(no_weights), "qa"): "has no weights",
+        (str(no_tokenizer), "qa"): "has no tokenizer that loads",
+    }
+    for (model, task), message in cases.items():
+        assert main(["build", "--model", model, "--task", task]) == 2, model
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
+    assert main(["build", "--model", str(tiny_qa_dir), "--task", "qa", "--variant", "optimized"]) == 2
+    assert "--model builds all four variants" in capsys.readouterr().err
+    assert main(["build", "--model", str(tiny_qa_dir), "--task", "qa", "--data", str(tmp_path / "none.json")]) == 2
+    assert "--data" in capsys.readouterr().err and not catalog_path().exists()  # nothing written for any of them
+    # a second model under a name the catalog holds replaces it only when asked
+    add_preset("/models/one/tiny", "qa")
+    with pytest.raises(InputError, match="preset 'tiny' already holds /models/one/tiny \\(qa\\); pass --name"):
+        add_preset("/models/two/tiny", "qa")
+    assert add_preset("/models/two/tiny", "qa", replace=True).name == "tiny"
+    assert add_preset("/models/two/tiny", "qa").name == "tiny"  # the same model again: no question

@@ -64,6 +64,41 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_model_folder(model: Path, task: str) -> None:
+    """A folder `build --model` can build from: a model for the task (its config's head, else a transformers class
+    for its family), weights and a tokenizer. Each lack had surfaced minutes later as a traceback, after "baseline:
+    ready". A family pruning does not know still builds `optimized`, and says so."""
+    import json
+
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                                                        MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES)
+
+    if not (model / "config.json").is_file():
+        raise InputError(f"{model} is neither a model folder (with a config.json) nor a Hub id")
+    try:
+        config = json.loads((model / "config.json").read_text())
+        model_type, architectures = config.get("model_type"), list(config.get("architectures") or [])
+    except (ValueError, AttributeError, TypeError):
+        raise InputError(f"{model / 'config.json'} is not a JSON object with a model_type") from None
+    heads = {"qa": ("ForQuestionAnswering",), "generation": ("ForCausalLM", "LMHeadModel")}
+    named = [t for t, suffixes in heads.items() for head in architectures if str(head).endswith(suffixes)]
+    if named and task not in named:
+        raise InputError(f"{model} holds a {architectures[0]}, a {named[0]} model: --task {named[0]}")
+    classes = {"qa": MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES, "generation": MODEL_FOR_CAUSAL_LM_MAPPING_NAMES}[task]
+    if model_type not in classes:
+        raise InputError(f"{model} is a '{model_type}' model, for which transformers has no "
+                         f"{'question-answering' if task == 'qa' else 'causal language model'} class")
+    if not any(model.glob("*.safetensors")) and not any(model.glob("pytorch_model*.bin")):
+        raise InputError(f"{model} has no weights (*.safetensors or pytorch_model*.bin)")
+    try:
+        from transformers import AutoTokenizer
+
+        AutoTokenizer.from_pretrained(model)
+    except Exception as error:  # noqa: BLE001 - whatever the tokenizer loaders raise on a folder without one
+        raise InputError(f"{model} has no tokenizer that loads ({type(error).__name__}: "
+                         f"{(str(error).strip().splitlines() or [''])[0][:160]})") from None
+
+
 def _build_model(args) -> int:
     """`build --model`: write the preset into the user catalog, build its four variants, say what each became."""
     from models.catalog import PRESETS
@@ -73,12 +108,17 @@ def _build_model(args) -> int:
     spec = config_from(args, PruneSpec, PRUNE_FLAGS)
     if args.reading_questions is not None and args.reading_questions < 1:
         raise InputError(f"--reading-questions must be at least 1 (got {args.reading_questions}); leave it out for all")
+    if args.variant:
+        raise InputError("--model builds all four variants; --variant is for a preset already in the catalog "
+                         "(build --preset NAME --variant X)")
+    if spec.data and not Path(spec.data).expanduser().is_file():  # read by the pruned step, minutes in
+        raise InputError(f"--data {spec.data}: no such file")
     model = Path(args.model).expanduser()
-    looks_like_a_path = args.model.startswith((".", "/", "~")) or args.model.count("/") != 1 or model.exists()
-    if looks_like_a_path and not (model / "config.json").exists():  # before anything is written to the catalog
-        raise InputError(f"{args.model} is neither a model folder (with a config.json) nor a Hub id (ORG/NAME)")
-    added = add_preset(args.model, args.task, args.name, args.revision, spec, args.reading_questions,
-                       built_in=[preset.name for preset in PRESETS])
+    looks_like_a_path = args.model.startswith((".", "/", "~")) or args.model.count("/") > 1 or model.exists()
+    if looks_like_a_path:  # everything a folder can lack is said before anything is written to the catalog
+        check_model_folder(model, args.task)
+    added = add_preset(str(model.resolve()) if looks_like_a_path else args.model, args.task, args.name, args.revision,
+                       spec, args.reading_questions, built_in=[preset.name for preset in PRESETS], replace=args.force)
     print(f"preset '{added.name}' written to {catalog_path()}")
     outcome = build_preset(added, force=args.force, evaluate=not args.no_eval, strict=not args.allow_missed_gates)
     for variant, result in outcome.items():
