@@ -4,6 +4,7 @@ A thin Gradio UI over models.showdown; all model logic lives in models/ and opti
 """
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import logging
@@ -13,9 +14,32 @@ import sys
 import warnings
 from pathlib import Path
 
-import gradio as gr
+from models import settings
 
-from models import runners, settings
+USAGE = """usage: python app.py   (no options; settings are environment variables, empty = default)
+
+  GRADIO_SERVER_PORT=7860      GRADIO_SERVER_NAME=0.0.0.0   where it listens
+  SHOWDOWN_BUILD=1             build missing variants in the background on start (0: serve what is built)
+  SHOWDOWN_QA_PRESET, SHOWDOWN_GENERATION_PRESET   a model built here with `python -m optimize build --model`
+  SHOWDOWN_HUB_PREFIX=ORG/NAME serve the variants `python -m optimize push` uploaded there
+  SHOWDOWN_DEVICE=auto         auto, cpu or cuda          SHOWDOWN_PROMPT_LOOKUP   1 / 0: for every ONNX decoder / none
+  SHOWDOWN_THREADS=<cores>     threads per model          SHOWDOWN_ARTIFACTS=artifacts   where variants are built
+  SHOWDOWN_SERVING_NICE=10     SHOWDOWN_SWITCH_INTERVAL=0.0002   the web server's priority and GIL switch interval
+  SHOWDOWN_SCORE_MAX_ROWS=250  SHOWDOWN_SCORE_MAX_BYTES=2000000  SHOWDOWN_SCORE_MAX_CONTEXT_CHARS=20000   "Your data"
+"""
+
+if __name__ == "__main__":  # before gradio, which reads GRADIO_SERVER_PORT with int() as it is imported
+    if sys.argv[1:]:  # `--help` had started the server
+        sys.exit(print(USAGE, file=sys.stdout if sys.argv[1] in ("-h", "--help") else sys.stderr)
+                 or (0 if sys.argv[1] in ("-h", "--help") else 2))
+    try:
+        settings.server_port()
+    except settings.ConfigError as error:
+        sys.exit(print(f"error: {error}", file=sys.stderr) or 2)
+
+import gradio as gr  # noqa: E402
+
+from models import runners  # noqa: E402
 from models.catalog import VARIANTS
 from models.errors import ConfigError, InputError, VariantUnavailable
 from models.logs import configure_logging
@@ -182,8 +206,8 @@ def serving_settings() -> tuple[int, float]:
     model thread, and a thread holds the GIL at most this long when another asks: on 2 cores, taking in the next
     visitor's request otherwise steals cycles from the compute being timed (Showdown.serve_models_first; 0 turns
     either off)."""
-    return (settings.number("SHOWDOWN_SERVING_NICE", 10, int, minimum=0),
-            settings.number("SHOWDOWN_SWITCH_INTERVAL", 0.0002, float, minimum=0))
+    return (settings.number("SHOWDOWN_SERVING_NICE", 10, int, minimum=0, maximum=19),  # the kernel's range
+            settings.number("SHOWDOWN_SWITCH_INTERVAL", 0.0002, float, minimum=0, maximum=1.0))
 
 
 def serve(showdown: Showdown, measurer: MeasureHere | None = None, **launch_kwargs) -> gr.Blocks:
@@ -194,15 +218,20 @@ def serve(showdown: Showdown, measurer: MeasureHere | None = None, **launch_kwar
     return demo
 
 
-def port_free(host: str, port: int) -> bool:
-    """Whether a server could listen there now (a closed app's lingering connections do not count, as for uvicorn)."""
+def check_listen(host: str, port: int) -> None:
+    """Whether a server could listen there now (a closed app's lingering connections do not count, as for uvicorn),
+    said before models load and builds start, not as gradio's trace after; a host that is no address is not a busy
+    port."""
     with socket.socket() as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
-        except OSError:
-            return False
-    return True
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise ConfigError(f"port {port} is in use (another `python app.py`?): stop it, or set "
+                                  "GRADIO_SERVER_PORT to a free port") from None
+            raise ConfigError(f"cannot listen on {host}:{port} ({error.strerror or error}): check GRADIO_SERVER_NAME "
+                              "(default 0.0.0.0)") from None
 
 
 def main() -> int:
@@ -212,10 +241,9 @@ def main() -> int:
     try:  # a setting that points at nothing stops the start with one line, before anything is loaded or served
         showdown = Showdown.from_environment()
         nice, switch = serving_settings()
-        port = settings.number("GRADIO_SERVER_PORT", 7860, int, minimum=0)
-        host = os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0")
-        if port and not port_free(host, port):  # said before models load and builds start, not as gradio's trace after
-            raise ConfigError(f"port {port} is in use (another `python app.py`?): stop it, or set GRADIO_SERVER_PORT to a free port")
+        port = settings.server_port()
+        host = os.environ.get("GRADIO_SERVER_NAME", "").strip() or "0.0.0.0"
+        check_listen(host, port)
         build = settings.flag("SHOWDOWN_BUILD", True)
         runners.cpu_threads(), runners.prompt_lookup(), runners.wanted_device(), Limits.from_environment()  # read later
     except (ConfigError, InputError) as error:

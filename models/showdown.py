@@ -63,7 +63,7 @@ class _OnModelThread:
 def _preset_from_environment(task: Task) -> Preset:
     """SHOWDOWN_<TASK>_PRESET, checked: a name that is not a preset of this task is the setting's fault, said as such."""
     variable = f"SHOWDOWN_{task.upper()}_PRESET"
-    name = os.environ.get(variable, default_preset(task).name)
+    name = os.environ.get(variable, "").strip() or default_preset(task).name  # empty: the default, as every setting
     try:
         chosen = preset(name)
     except InputError as error:

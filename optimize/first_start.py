@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from models.errors import ConfigError, InputError, VariantUnavailable
 from models.showdown import Showdown
 from models.sources import resolve
 from optimize.build import build_assembled, build_onnx
@@ -46,7 +47,8 @@ def build_missing(showdown: Showdown, progress: Callable[[str], None] = log.debu
                                    "(first start only)"):
                     resolve(preset, spec)
         except Exception as error:  # keep serving: the variant is reported unavailable with the reason
-            log.warning("building %s/%s failed", task, variant, exc_info=not isinstance(error, GateFailed))
+            expected = isinstance(error, (GateFailed, VariantUnavailable, InputError, ConfigError))  # said in a line
+            log.warning("building %s/%s failed%s", task, variant, f": {error}" if expected else "", exc_info=not expected)
             showdown.mark_build_failed(task, variant, f"build failed: {type(error).__name__}: {error}")
         else:
             showdown.mark_built(task, variant)

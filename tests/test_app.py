@@ -136,7 +136,10 @@ def test_http_api_answers_like_gradio_client(client, app_url):
 @pytest.mark.parametrize("setting, message", [
     ({"SHOWDOWN_QA_PRESET": "nosuch"}, "error: SHOWDOWN_QA_PRESET=nosuch: Unknown preset 'nosuch'"),
     ({"SHOWDOWN_QA_PRESET": "generation-smollm2"}, "error: SHOWDOWN_QA_PRESET=generation-smollm2: a generation preset, not a qa one"),
-    ({"SHOWDOWN_SERVING_NICE": "ten"}, "error: SHOWDOWN_SERVING_NICE='ten': use a whole number ≥ 0 (default 10)"),
+    ({"SHOWDOWN_SERVING_NICE": "ten"}, "error: SHOWDOWN_SERVING_NICE='ten': use a whole number from 0 to 19 (default 10)"),
+    ({"SHOWDOWN_SWITCH_INTERVAL": "nan"}, "error: SHOWDOWN_SWITCH_INTERVAL='nan': use a number from 0 to 1 (default 0.0002)"),
+    ({"GRADIO_SERVER_PORT": "7860.0"}, "error: GRADIO_SERVER_PORT='7860.0': use a whole number from 1 to 65535 (default 7860)"),
+    ({"GRADIO_SERVER_NAME": "nosuch.invalid"}, "error: cannot listen on nosuch.invalid:"),
     ({"SHOWDOWN_DEVICE": "gpu"}, "error: SHOWDOWN_DEVICE='gpu': use one of auto, cpu, cuda"),
     ({"SHOWDOWN_BUILD": "nope"}, "error: SHOWDOWN_BUILD='nope': use 1 or 0 (true/false, yes/no, on/off)"),
     ({"SHOWDOWN_SCORE_MAX_ROWS": "many"}, "error: SHOWDOWN_SCORE_MAX_ROWS='many': use a whole number ≥ 1 (default 250)"),
@@ -181,3 +184,17 @@ def test_a_multi_line_failure_keeps_the_status_table_whole():
                               {"task": "qa", "variant": "pruned", "status": "ready", "detail": "torch"}])
     rows = table.splitlines()
     assert len(rows) == 4 and all(row.count(" | ") == rows[0].count(" | ") for row in rows[2:]), table
+
+
+def test_help_lists_the_settings_and_starts_nothing():
+    """`python app.py --help` had started the server and the background builds."""
+    import subprocess
+    import sys
+
+    from models.catalog import REPO_ROOT
+
+    done = subprocess.run([sys.executable, "app.py", "--help"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "GRADIO_SERVER_PORT=7860" in done.stdout and "SHOWDOWN_BUILD=1" in done.stdout
+    other = subprocess.run([sys.executable, "app.py", "--port", "1"], cwd=REPO_ROOT, capture_output=True, text=True,
+                           timeout=60)
+    assert other.returncode == 2 and "usage: python app.py" in other.stderr

@@ -89,6 +89,9 @@ def test_the_workflow_is_a_thin_shell_over_the_module_and_installs_only_huggingf
     assert workflow[True] == {"workflow_run": {"workflows": ["ci"], "types": ["completed"], "branches": ["main"]},
                               "workflow_dispatch": None}
     assert "workflow_run.conclusion == 'success'" in workflow["jobs"]["deploy"]["if"]
+    # a fork's pull request from a branch called main ran ci too: only a push to this repository deploys
+    assert "workflow_run.event == 'push'" in workflow["jobs"]["deploy"]["if"]
+    assert "workflow_run.head_repository.full_name == github.repository" in workflow["jobs"]["deploy"]["if"]
     ci = yaml.safe_load((REPO_ROOT / ".github/workflows/ci.yml").read_text())
     assert ci["name"] == "ci"
     steps = workflow["jobs"]["deploy"]["steps"]
@@ -115,3 +118,19 @@ def test_gpu_requirements_are_the_cpu_ones_with_onnx_runtimes_cuda_builds():
                for line in requirement_lines("requirements.txt")]
     assert requirement_lines("requirements-gpu.txt") == swapped
     assert len(set(swapped) - set(requirement_lines("requirements.txt"))) == 2  # both CPU builds were there
+
+
+def test_a_deploy_error_is_one_line_with_only_huggingface_hub_installed(tmp_path):
+    """The workflow installs huggingface_hub alone: turning an error into a line imported the gates, hence numpy,
+    and the real error became 119 lines ending in ModuleNotFoundError."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['numpy'] = None\n"  # as if it were not installed
+            "from optimize.__main__ import main; raise SystemExit(main(['deploy-space']))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9", "HF_TOKEN": "x", "HF_SPACE": "o/s",
+                               "SHOWDOWN_HUB_PREFIX": "o/n", "HF_HUB_OFFLINE": "0"})
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.strip().startswith("error: could not reach") and len(done.stderr.strip().splitlines()) == 1
