@@ -131,6 +131,9 @@ class RemoteShowdown:
     def variant_status(self, task: Task, variant: str) -> dict:
         return self._call("variant_status", task, variant)
 
+    def preset(self, task: Task) -> Preset:  # the tabs name the model they ran (it had been missing: every click failed)
+        return self.presets[task]
+
     def choices(self, task: Task) -> list[str]:
         return [self.presets[task].name]  # the replicas serve one preset per task
 
@@ -166,7 +169,8 @@ class Ingress(ASGIAppReplicaWrapper):
 
         demo = build_ui(RemoteShowdown(replicas, presets))
         demo.queue(default_concurrency_limit=CONCURRENCY, max_size=QUEUE_SIZE)
-        super().__init__(gr.mount_gradio_app(FastAPI(), demo, path="/"))
+        # show_error=False as app.py's launch: a user's gr.Error is shown, a fault's internals (actor ids, hosts) are not
+        super().__init__(gr.mount_gradio_app(FastAPI(), demo, path="/", show_error=False))
 
 
 def application(config: ServeConfig, presets: dict[Task, Preset] | None = None, env: dict[str, str] | None = None):
@@ -178,7 +182,9 @@ def application(config: ServeConfig, presets: dict[Task, Preset] | None = None, 
     replicas = serve.deployment(ModelReplica, name="ModelReplica", num_replicas=config.replicas,
                                 max_ongoing_requests=config.max_queued_per_replica,
                                 ray_actor_options={"num_cpus": config.cpus_per_replica, "runtime_env": runtime_env})
-    ingress = serve.deployment(Ingress, name="Ingress", ray_actor_options={"num_cpus": 0, "runtime_env": runtime_env})
+    # each open page or client holds a request (gradio's heartbeat stream): Serve's default of 5 froze the sixth
+    ingress = serve.deployment(Ingress, name="Ingress", max_ongoing_requests=1000,
+                               ray_actor_options={"num_cpus": 0, "runtime_env": runtime_env})
     return ingress.bind(replicas.bind(presets), presets)
 
 
