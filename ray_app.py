@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import contextlib
 import itertools
+import math
 import os
 import threading
 import time
@@ -46,10 +47,13 @@ class ServeConfig:
     max_queued_per_replica: int = 8  # requests a replica holds at once (one computes, the others wait, timed)
 
     def __post_init__(self) -> None:
-        if self.replicas < 1 or self.cpus_per_replica <= 0 or self.threads_per_replica < 0 or self.max_queued_per_replica < 1:
+        if (self.replicas < 1 or not 0 < self.cpus_per_replica < math.inf or self.threads_per_replica < 0  # nan fails too
+                or self.max_queued_per_replica < 1):
             raise ConfigError(f"replicas and max queued per replica must be ≥ 1, CPUs per replica > 0 and threads per replica "
                               f"≥ 0; got {self.replicas}, {self.max_queued_per_replica}, {self.cpus_per_replica} and "
                               f"{self.threads_per_replica}")
+        if not 1 <= self.port <= 65535:
+            raise ConfigError(f"--port {self.port}: use a port from 1 to 65535")
 
     @property
     def threads(self) -> int:

@@ -81,6 +81,11 @@ def test_a_replica_count_no_cluster_can_serve_is_one_line(monkeypatch, capsys):
         ray_app.main()
     assert stopped.value.code == 2
     assert "error: replicas and max queued per replica must be ≥ 1" in capsys.readouterr().err
+    for flags, message in ((["--cpus-per-replica", "nan"], "CPUs per replica > 0"), (["--port", "99999"], "--port 99999")):
+        monkeypatch.setattr(sys, "argv", ["ray_app.py", *flags])  # had crashed after the cluster started
+        with pytest.raises(SystemExit) as stopped:
+            ray_app.main()
+        assert stopped.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_the_page_s_buttons_answer_through_the_replicas(ray_url):
