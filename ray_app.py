@@ -215,8 +215,12 @@ def main() -> None:
         parser.error(str(error))
     url = start(config, address=address, env={k: v for k, v in os.environ.items() if k.startswith("SHOWDOWN_")})
     print(f"serving {args['replicas']} replicas at {url} (Ctrl+C stops)", flush=True)
-    while True:
-        time.sleep(3600)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:  # on a cluster that outlives this process (--address), the app had kept serving
+        serve.delete("showdown")
+        print("stopped", flush=True)
 
 
 if __name__ == "__main__":
