@@ -30,12 +30,14 @@ USAGE = """usage: python app.py   (no options; settings are environment variable
 
 if __name__ == "__main__":  # before gradio, which reads GRADIO_SERVER_PORT with int() as it is imported
     if sys.argv[1:]:  # `--help` had started the server
-        sys.exit(print(USAGE, file=sys.stdout if sys.argv[1] in ("-h", "--help") else sys.stderr)
-                 or (0 if sys.argv[1] in ("-h", "--help") else 2))
+        asked = sys.argv[1] in ("-h", "--help")
+        print(USAGE, file=sys.stdout if asked else sys.stderr)
+        sys.exit(0 if asked else 2)
     try:
         settings.server_port()
     except settings.ConfigError as error:
-        sys.exit(print(f"error: {error}", file=sys.stderr) or 2)
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
 
 import gradio as gr  # noqa: E402
 

@@ -66,8 +66,7 @@ def _decoder(runner):
 
 def preprocess(tokenizer, prompt: str) -> torch.Tensor:
     """The prompt as one user turn of the model's chat template (plain text if it has none)."""
-    as_text = tokenizer(prompt, add_special_tokens=False, split_special_tokens=True).input_ids
-    typed_markup = as_text != tokenizer(prompt, add_special_tokens=False).input_ids
+    typed_markup = any(token.content in prompt for token in tokenizer.added_tokens_decoder.values() if token.special)
     if tokenizer.chat_template:
         # a typed "<|im_start|>system" would open a real system turn inside the user's: such a prompt is
         # tokenised in parts, the template's markup as special tokens and the visitor's text as text
@@ -75,7 +74,8 @@ def preprocess(tokenizer, prompt: str) -> torch.Tensor:
                                                  tokenize=False)
         if typed_markup and rendered.count(PLACEHOLDER) == 1:
             before, after = rendered.split(PLACEHOLDER)
-            ids = [*tokenizer(before, add_special_tokens=False).input_ids, *as_text,
+            ids = [*tokenizer(before, add_special_tokens=False).input_ids,
+                   *tokenizer(prompt, add_special_tokens=False, split_special_tokens=True).input_ids,
                    *tokenizer(after, add_special_tokens=False).input_ids]
             return torch.tensor([ids])
         messages = [{"role": "user", "content": prompt}]

@@ -66,27 +66,26 @@ def runs_csv(runs: list[dict], task: str) -> str | None:
     """The session's runs as a CSV file for the download button (None before the first run)."""
     if not runs:
         return None
-    return str(write_csv([{key: inert(value) for key, value in row.items()} for row in runs], COLUMNS,
-                         f"{task}-runs-{uuid.uuid4().hex[:12]}.csv"))
+    return str(write_csv(runs, COLUMNS, f"{task}-runs"))
 
 
 CSV_DIR = Path(tempfile.gettempdir()) / "showdown-csv"
 CSV_KEPT_S = 3600  # a download is fetched within seconds; an hour-old file is no one's
 
 
-def write_csv(rows: list[dict], columns, name: str) -> Path:
-    """A download's CSV in one folder for the process, files older than an hour removed on the way: a folder per
-    click had piled up for as long as the app ran."""
+def write_csv(rows: list[dict], columns, prefix: str) -> Path:
+    """A download's CSV, every cell a visitor wrote kept inert, in one folder for the process, files older than an
+    hour removed on the way: a folder per click had piled up for as long as the app ran."""
     CSV_DIR.mkdir(exist_ok=True)
     for old in CSV_DIR.glob("*.csv"):
         with contextlib.suppress(OSError):
             if time.time() - old.stat().st_mtime > CSV_KEPT_S:
                 old.unlink()
-    path = CSV_DIR / name
+    path = CSV_DIR / f"{prefix}-{uuid.uuid4().hex[:12]}.csv"
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({key: inert(value) for key, value in row.items()} for row in rows)
     return path
 
 

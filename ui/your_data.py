@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import time
-import uuid
 
 import gradio as gr
 import pandas as pd
@@ -15,7 +14,7 @@ from models.qa import no_answer_flag
 from models.showdown import Showdown
 from models.your_data import FORMATS, ROW_COLUMNS, Limits, read_file, read_rows, score, summary_markdown
 from ui.columns import page_tab
-from ui.runs import inert, write_csv
+from ui.runs import write_csv
 
 USER_ERRORS = (InputError, VariantUnavailable)
 EXAMPLE_CSV = ("context,question,answer\n"
@@ -58,8 +57,7 @@ def your_data_tab(showdown: Showdown, limits: Limits) -> None:
             scored = table[table["questions"] > 0]
             if scored.empty:  # no chosen variant answered: say why instead of an empty chart
                 raise gr.Error("No variant answered: " + "; ".join(f"{r['variant']}: {r['error']}" for r in result["summary"]))
-            csv_path = write_csv([{key: inert(value) for key, value in row.items()} for row in result["rows"]], ROW_COLUMNS,
-                                 f"your-data-{uuid.uuid4().hex[:12]}.csv")
+            csv_path = write_csv(result["rows"], ROW_COLUMNS, "your-data")
             note = (f"{len(items)} questions, {showdown.preset('qa').name}, "  # which model: the tab has no picker
                     f"scored {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
             if missing := result["gold_not_in_context"]:
