@@ -4,17 +4,18 @@ A thin Gradio UI over models.showdown; all model logic lives in models/ and opti
 """
 from __future__ import annotations
 
-import errno
 import functools
 import json
 import logging
 import os
-import socket
 import sys
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 from models import settings
+from models.catalog import presets_from_environment
+from models.your_data import Limits
 
 USAGE = """usage: python app.py   (no options; settings are environment variables, empty = default)
 
@@ -28,28 +29,49 @@ USAGE = """usage: python app.py   (no options; settings are environment variable
   SHOWDOWN_SCORE_MAX_ROWS=250  SHOWDOWN_SCORE_MAX_BYTES=2000000  SHOWDOWN_SCORE_MAX_CONTEXT_CHARS=20000   "Your data"
 """
 
+
+@dataclass(frozen=True)
+class StartSettings:
+    host: str
+    port: int
+    nice: int
+    switch_interval: float
+    build: bool
+
+
+def start_settings() -> StartSettings:
+    """Every setting `python app.py` reads, checked before gradio and the models are imported (seconds), so that a
+    typo stops the start in one line at once; the presets too, unless they come from the Hub (read at start)."""
+    if not os.environ.get("SHOWDOWN_HUB_PREFIX"):
+        presets_from_environment()
+    settings.cpu_threads(), settings.prompt_lookup(), settings.wanted_device(), Limits.from_environment()  # read again where used
+    nice, switch_interval = settings.serving()
+    port = settings.server_port()
+    host = os.environ.get("GRADIO_SERVER_NAME", "").strip() or "0.0.0.0"
+    settings.check_listen(host, port)
+    return StartSettings(host, port, nice, switch_interval, bool(settings.flag("SHOWDOWN_BUILD", True)))
+
+
 if __name__ == "__main__":  # before gradio, which reads GRADIO_SERVER_PORT with int() as it is imported
     if sys.argv[1:]:  # `--help` had started the server
         asked = sys.argv[1] in ("-h", "--help")
         print(USAGE, file=sys.stdout if asked else sys.stderr)
         sys.exit(0 if asked else 2)
-    try:
-        settings.server_port()
-    except settings.ConfigError as error:
+    try:  # every setting, before gradio (which reads GRADIO_SERVER_PORT as it is imported) and the models load
+        START = start_settings()
+    except settings.ConfigError as error:  # a setting that points at nothing stops the start in one line, at once
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
 
 import gradio as gr  # noqa: E402
 
-from models import runners  # noqa: E402
-from models.catalog import VARIANTS
+from models.catalog import VARIANTS  # noqa: E402
 from models.errors import ConfigError, InputError, VariantUnavailable
 from models.logs import configure_logging
 from models.machine import describe, slower_here
 from models.qa import no_answer_flag
 from models.reports import REPORTS_DIR, MeasureHere, versions_label
 from models.showdown import Showdown
-from models.your_data import Limits
 from optimize.first_start import start_background_build
 from ui.about import about_text
 from ui.benchmarks import benchmarks_tab
@@ -63,9 +85,7 @@ USER_ERRORS = (InputError, VariantUnavailable)
 
 def machine_markdown(reference: Path = REPORTS_DIR / "qa.json") -> str:
     """The machine behind the live numbers, and why INT8 may gain less here than in the reports."""
-    from models.runners import cpu_threads
-
-    here = describe(cpu_threads())
+    here = describe(settings.cpu_threads())
     versions = versions_label(here, ("torch", "onnxruntime", "transformers"))
     text = (f"**This machine:** {here['cpu']} ({here['isa']}; INT8: {here['int8']}), {here['cores']} cores, "
             f"{here['threads']} threads for the models; {versions}.")
@@ -202,16 +222,6 @@ CONCURRENCY = 8
 QUEUE_SIZE = 64
 
 
-def serving_settings() -> tuple[int, float]:
-    """(nice, GIL switch interval in s): SHOWDOWN_SERVING_NICE (10) and SHOWDOWN_SWITCH_INTERVAL (0.0002), checked.
-    The server's own threads (HTTP, queue, event handlers, the background builder) run this much nicer than the
-    model thread, and a thread holds the GIL at most this long when another asks: on 2 cores, taking in the next
-    visitor's request otherwise steals cycles from the compute being timed (Showdown.serve_models_first; 0 turns
-    either off)."""
-    return (settings.number("SHOWDOWN_SERVING_NICE", 10, int, minimum=0, maximum=19),  # the kernel's range
-            settings.number("SHOWDOWN_SWITCH_INTERVAL", 0.0002, float, minimum=0, maximum=1.0))
-
-
 def serve(showdown: Showdown, measurer: MeasureHere | None = None, **launch_kwargs) -> gr.Blocks:
     """Build and launch the UI with the queue settings above: the app, its tests and the
     scripts all serve it this one way."""
@@ -220,43 +230,21 @@ def serve(showdown: Showdown, measurer: MeasureHere | None = None, **launch_kwar
     return demo
 
 
-def check_listen(host: str, port: int) -> None:
-    """Whether a server could listen there now (a closed app's lingering connections do not count, as for uvicorn),
-    said before models load and builds start, not as gradio's trace after; a host that is no address is not a busy
-    port."""
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as error:
-            if error.errno == errno.EADDRINUSE:
-                raise ConfigError(f"port {port} is in use (another `python app.py`?): stop it, or set "
-                                  "GRADIO_SERVER_PORT to a free port") from None
-            raise ConfigError(f"cannot listen on {host}:{port} ({error.strerror or error}): check GRADIO_SERVER_NAME "
-                              "(default 0.0.0.0)") from None
-
-
-def main() -> int:
+def main(start: settings.StartSettings) -> int:
     configure_logging()
     # gradio 6.17 reads starlette's renamed 422 constant on every queue join; the warning is its, not ours
     warnings.filterwarnings("ignore", message=".*HTTP_422_UNPROCESSABLE_ENTITY.*")
-    try:  # a setting that points at nothing stops the start with one line, before anything is loaded or served
+    try:  # what start_settings checked, read again: a preset can also be unbuilt or from the Hub
         showdown = Showdown.from_environment()
-        nice, switch = serving_settings()
-        port = settings.server_port()
-        host = os.environ.get("GRADIO_SERVER_NAME", "").strip() or "0.0.0.0"
-        check_listen(host, port)
-        build = settings.flag("SHOWDOWN_BUILD", True)
-        runners.cpu_threads(), runners.prompt_lookup(), runners.wanted_device(), Limits.from_environment()  # read later
     except (ConfigError, InputError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    showdown.serve_models_first(nice, switch)
-    if build:
+    showdown.serve_models_first(start.nice, start.switch_interval)
+    if start.build:
         start_background_build(showdown)
-    serve(showdown, server_name=host, server_port=port)
+    serve(showdown, server_name=start.host, server_port=start.port)
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(START))

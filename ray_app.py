@@ -64,10 +64,10 @@ class ModelReplica:
     """One replica: a Showdown with every variant loaded and warmed before it takes requests."""
 
     def __init__(self, presets: dict[Task, Preset] | None = None) -> None:
-        from app import serving_settings
+        from models import settings
 
         self.showdown = Showdown(presets=presets) if presets else Showdown.from_environment()
-        self.showdown.serve_models_first(*serving_settings())
+        self.showdown.serve_models_first(*settings.serving())
         for status in self.showdown.variants():
             if status["status"] == "ready":
                 self.showdown.runner(status["task"], status["variant"])

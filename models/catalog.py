@@ -6,7 +6,9 @@ are built (`built_from`) live under the artifacts directory and carry a `manifes
 """
 from __future__ import annotations
 
-from models.errors import InputError
+import os
+
+from models.errors import ConfigError, InputError
 from models.preset import (OPTIMIZE_STEPS, REPO_ROOT, VARIANT_COLORS, VARIANTS, Preset, PruneSpec, Runtime,  # noqa: F401 - the catalog's vocabulary, imported from here
                            Source, Task, Variant, artifacts_root, chosen_variants, optimized_variant)
 from models.user_presets import user_presets
@@ -96,3 +98,24 @@ def preset(name: str) -> Preset:
 
 def default_preset(task: Task) -> Preset:
     return next(p for p in PRESETS if p.task == task and p.default)
+
+
+def _preset_from_environment(task: Task) -> Preset:
+    """SHOWDOWN_<TASK>_PRESET, checked: a name that is not a preset of this task is the setting's fault, said as such."""
+    variable = f"SHOWDOWN_{task.upper()}_PRESET"
+    name = os.environ.get(variable, "").strip() or default_preset(task).name  # empty: the default, as every setting
+    try:
+        chosen = preset(name)
+    except InputError as error:
+        raise ConfigError(f"{variable}={name}: {error}") from None
+    if chosen.task != task:
+        raise ConfigError(f"{variable}={name}: a {chosen.task} preset, not a {task} one")
+    return chosen
+
+
+def presets_from_environment() -> dict[Task, Preset]:
+    """The default presets, or SHOWDOWN_QA_PRESET / SHOWDOWN_GENERATION_PRESET, or every variant from the Hub repos
+    written by `optimize push` (SHOWDOWN_HUB_PREFIX=ORG/NAME)."""
+    if prefix := os.environ.get("SHOWDOWN_HUB_PREFIX"):
+        return {task: pushed_preset(prefix, task) for task in ("qa", "generation")}
+    return {task: _preset_from_environment(task) for task in ("qa", "generation")}

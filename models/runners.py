@@ -19,27 +19,13 @@ import numpy as np
 import torch
 
 from models import settings
+from models.settings import cpu_threads, prompt_lookup, wanted_device  # noqa: F401 - read here, also by callers
 from models.answerability import Verifier
 from models.catalog import Runtime, Task
 from models.errors import VariantUnavailable
 from models.qa import QAConfig
 
 ONNX_FILE = "model.onnx"
-
-
-def cpu_threads() -> int:
-    return settings.number("SHOWDOWN_THREADS", os.cpu_count() or 1, int, minimum=1)
-
-
-def prompt_lookup() -> bool | None:
-    """SHOWDOWN_PROMPT_LOOKUP=1 / =0: exact prompt lookup on / off for every ONNX decoder; unset (None): each
-    variant decodes as its build saved (models/decoding.DecodingConfig)."""
-    return settings.flag("SHOWDOWN_PROMPT_LOOKUP")
-
-
-def wanted_device() -> str:
-    """SHOWDOWN_DEVICE: auto (the GPU when there is one), cpu, or cuda."""
-    return settings.choice("SHOWDOWN_DEVICE", ("auto", "cpu", "cuda"), "auto")
 
 
 def torch_device() -> torch.device:

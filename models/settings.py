@@ -3,8 +3,10 @@ what it takes. Why: `SHOWDOWN_DEVICE=CPU` still used the GPU, `SHOWDOWN_BUILD=fa
 `SHOWDOWN_THREADS=two` was a traceback; `app.py` reads every setting at start, so a typo stops it in one line."""
 from __future__ import annotations
 
+import errno
 import math
 import os
+import socket
 
 from models.errors import ConfigError
 
@@ -53,3 +55,44 @@ def server_port() -> int:
     if not os.environ.get("GRADIO_SERVER_PORT", "x").strip():
         del os.environ["GRADIO_SERVER_PORT"]
     return number("GRADIO_SERVER_PORT", 7860, int, minimum=1, maximum=65535)
+
+
+def cpu_threads() -> int:
+    return number("SHOWDOWN_THREADS", os.cpu_count() or 1, int, minimum=1)
+
+
+def prompt_lookup() -> bool | None:
+    """SHOWDOWN_PROMPT_LOOKUP=1 / =0: exact prompt lookup on / off for every ONNX decoder; unset (None): each
+    variant decodes as its build saved (models/decoding.DecodingConfig)."""
+    return flag("SHOWDOWN_PROMPT_LOOKUP")
+
+
+def wanted_device() -> str:
+    """SHOWDOWN_DEVICE: auto (the GPU when there is one), cpu, or cuda."""
+    return choice("SHOWDOWN_DEVICE", ("auto", "cpu", "cuda"), "auto")
+
+
+def serving() -> tuple[int, float]:
+    """(nice, GIL switch interval in s): SHOWDOWN_SERVING_NICE (10) and SHOWDOWN_SWITCH_INTERVAL (0.0002), checked.
+    The server's own threads (HTTP, queue, event handlers, the background builder) run this much nicer than the
+    model thread, and a thread holds the GIL at most this long when another asks: on 2 cores, taking in the next
+    visitor's request otherwise steals cycles from the compute being timed (Showdown.serve_models_first; 0 turns
+    either off)."""
+    return (number("SHOWDOWN_SERVING_NICE", 10, int, minimum=0, maximum=19),  # the kernel's range
+            number("SHOWDOWN_SWITCH_INTERVAL", 0.0002, float, minimum=0, maximum=1.0))
+
+
+def check_listen(host: str, port: int) -> None:
+    """Whether a server could listen there now (a closed app's lingering connections do not count, as for uvicorn),
+    said before models load and builds start, not as gradio's trace after; a host that is no address is not a busy
+    port."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise ConfigError(f"port {port} is in use (another `python app.py`?): stop it, or set "
+                                  "GRADIO_SERVER_PORT to a free port") from None
+            raise ConfigError(f"cannot listen on {host}:{port} ({error.strerror or error}): check GRADIO_SERVER_NAME "
+                              "(default 0.0.0.0)") from None

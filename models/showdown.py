@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from models import generation, qa
-from models.catalog import (REPO_ROOT, VARIANTS, Preset, Task, all_presets, chosen_variants, default_preset, preset,
-                            pushed_preset)
-from models.errors import ConfigError, InputError, VariantUnavailable
+from models.catalog import (REPO_ROOT, VARIANTS, Preset, Task, all_presets, chosen_variants, preset,
+                            presets_from_environment)
+from models.errors import InputError, VariantUnavailable
 from models.machine import resident_bytes
 from models.recorded import recorded_accuracy
 from models.manifest import built_steps, read_manifest, rejected_recipes, size_bytes, verify
@@ -60,19 +60,6 @@ class _OnModelThread:
         return self._model_thread.submit(self._runner.generate, *args, **kwargs).result()
 
 
-def _preset_from_environment(task: Task) -> Preset:
-    """SHOWDOWN_<TASK>_PRESET, checked: a name that is not a preset of this task is the setting's fault, said as such."""
-    variable = f"SHOWDOWN_{task.upper()}_PRESET"
-    name = os.environ.get(variable, "").strip() or default_preset(task).name  # empty: the default, as every setting
-    try:
-        chosen = preset(name)
-    except InputError as error:
-        raise ConfigError(f"{variable}={name}: {error}") from None
-    if chosen.task != task:
-        raise ConfigError(f"{variable}={name}: a {chosen.task} preset, not a {task} one")
-    return chosen
-
-
 @dataclass
 class Showdown:
     presets: dict[str, Preset]  # task -> preset
@@ -89,11 +76,8 @@ class Showdown:
 
     @classmethod
     def from_environment(cls) -> Showdown:
-        """Default presets, or SHOWDOWN_QA_PRESET / SHOWDOWN_GENERATION_PRESET, or every variant
-        from the Hub repos written by `optimize push` (SHOWDOWN_HUB_PREFIX=ORG/NAME)."""
-        if prefix := os.environ.get("SHOWDOWN_HUB_PREFIX"):
-            return cls(presets={task: pushed_preset(prefix, task) for task in ("qa", "generation")})
-        return cls(presets={task: _preset_from_environment(task) for task in ("qa", "generation")})
+        """The presets the environment names (models/catalog.presets_from_environment)."""
+        return cls(presets=presets_from_environment())
 
     def preset(self, task: Task) -> Preset:
         if task not in self.presets:
