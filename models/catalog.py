@@ -113,9 +113,9 @@ def _preset_from_environment(task: Task) -> Preset:
     return chosen
 
 
-def presets_from_environment() -> dict[Task, Preset]:
-    """The default presets, or SHOWDOWN_QA_PRESET / SHOWDOWN_GENERATION_PRESET, or every variant from the Hub repos
-    written by `optimize push` (SHOWDOWN_HUB_PREFIX=ORG/NAME)."""
-    if prefix := os.environ.get("SHOWDOWN_HUB_PREFIX"):
+def presets_from_environment(hub: bool = True) -> dict[Task, Preset]:
+    """The default presets, or SHOWDOWN_QA_PRESET / SHOWDOWN_GENERATION_PRESET, or (`hub`) every variant from the Hub
+    repos written by `optimize push` (SHOWDOWN_HUB_PREFIX=ORG/NAME)."""
+    if hub and (prefix := os.environ.get("SHOWDOWN_HUB_PREFIX")):
         return {task: pushed_preset(prefix, task) for task in ("qa", "generation")}
     return {task: _preset_from_environment(task) for task in ("qa", "generation")}

@@ -44,6 +44,11 @@ def promise_fingerprints(variant: str, path: Path, baseline: Path) -> dict[str, 
 
 
 def promise_record(preset: Preset, variant: str, path: Path, baseline: Path | None) -> dict | None:
+    """The record the QA build wrote for these files, or the one `optimize push` put in the variant's own repo, in the
+    commit of the weights it was paired for (a Space reads that one: its downloads are not the files fingerprinted)."""
+    shipped = _read_json(path / PROMISE_RECORD)
+    if shipped:
+        return shipped
     entry = _read_json(preset.built_dir(variant) / PROMISE_RECORD)
     if not entry or baseline is None or entry.get("fingerprints") != promise_fingerprints(variant, path, baseline):
         return None

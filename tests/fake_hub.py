@@ -1,6 +1,6 @@
 """A local HTTP server that plays the Hub endpoints huggingface_hub uses to create a repo,
 commit files (preupload answering "regular", then the NDJSON commit with base64 contents) and
-download a snapshot (model info at a revision, HEAD + GET on resolve URLs), and set a Space's
+download a snapshot (model info at a revision, HEAD + GET on resolve URLs), set a repo's visibility and a Space's
 variables, so the real Hub code runs against this machine. Point HF_ENDPOINT at it. It records the
 Authorization headers it saw."""
 from __future__ import annotations
@@ -26,6 +26,7 @@ class FakeHub:
         self.requests: list[str] = []
         self.authorizations: list[str] = []
         self.write_token: str | None = None  # set: a write with another token is refused with 401, as the Hub does
+        self.private: set[str] = set()  # repos made private by their settings (update_repo_settings)
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -37,6 +38,17 @@ class FakeHub:
 
             def do_GET(self) -> None:
                 self._serve(body=True)
+
+            def do_PUT(self) -> None:
+                path = unquote(urlparse(self.path).path)
+                hub.requests.append(f"PUT {path}")
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                if settings := re.match(r"/api/(?:models|spaces|datasets)/(.+)/settings$", path):
+                    repo = settings.group(1)
+                    if "private" in body:
+                        (hub.private.add if body["private"] else hub.private.discard)(repo)
+                    return self._send(200, b"{}", {}, True)
+                self._send(404, b'{"error": "not found"}', {}, True)
 
             def do_POST(self) -> None:
                 path = unquote(urlparse(self.path).path)
@@ -93,7 +105,7 @@ class FakeHub:
             def _info(self, repo: str, revision: str, body: bool) -> None:
                 if repo not in hub.repos:
                     return self._send(404, b'{"error": "Repository not found"}', {"X-Error-Code": "RepoNotFound"}, body)
-                info = {"id": repo, "modelId": repo, "sha": hub.commit(repo), "private": False,
+                info = {"id": repo, "modelId": repo, "sha": hub.commit(repo), "private": repo in hub.private,
                         "siblings": [{"rfilename": name} for name in sorted(hub.repos[repo])]}
                 self._send(200, json.dumps(info).encode(), {"Content-Type": "application/json"}, body)
 

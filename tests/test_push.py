@@ -16,7 +16,7 @@ def test_push_uploads_every_ready_variant_with_card_and_report_and_pull_loads_th
     )
     push = setup + (
         "from optimize.publish.push import push\n"
-        "print('PUSHED', push('showdown-org/demo', Showdown(presets=presets)))\n"
+        "print('PUSHED', push('showdown-org/demo', Showdown(presets=presets), allow_unmeasured=True))\n"
     )
     with FakeHub() as hub:
         done = hub.run_python(push, tmp_path, HF_TOKEN=TOKEN,
@@ -103,7 +103,7 @@ def test_a_push_the_hub_refuses_or_cannot_hear_is_one_line(built_presets, tmp_pa
         "from tests.tiny import tiny_preset\nfrom models.showdown import Showdown\nfrom pathlib import Path\n"
         "from optimize.__main__ import user_message\nfrom optimize.publish.push import push\n"
         f"presets = {{t: tiny_preset(t, Path(p)) for t, p in {json.dumps({t: str(p.variant('baseline').source.location) for t, p in built_presets.items()})}.items()}}\n"
-        "try:\n    push('showdown-org/demo', Showdown(presets=presets))\n"
+        "try:\n    push('showdown-org/demo', Showdown(presets=presets), allow_unmeasured=True)\n"
         "except Exception as error:\n    print('MESSAGE', user_message(error))\n"
     )
     with FakeHub() as hub:
@@ -114,3 +114,75 @@ def test_a_push_the_hub_refuses_or_cannot_hear_is_one_line(built_presets, tmp_pa
     assert f"MESSAGE the Hub answered 401 for {hub.url}/api/repos/create: is HF_TOKEN set" in refused.stdout, refused.stderr[-2000:]
     assert "MESSAGE could not reach http://127.0.0.1:9: check the network" in unreachable.stdout, unreachable.stderr[-2000:]
     assert "hf_wrongToken" not in refused.stdout + refused.stderr
+
+
+def tiny_push_script(built_presets, call: str) -> str:
+    """A script that pushes the tiny built presets with `call` (push's arguments after the showdown) and prints what
+    came back, or the one line a user reads."""
+    return (
+        "import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stdout)\n"
+        "from tests.tiny import tiny_preset\nfrom models.showdown import Showdown\nfrom pathlib import Path\n"
+        "from optimize.__main__ import user_message\nfrom optimize.publish.push import push\n"
+        f"presets = {{t: tiny_preset(t, Path(p)) for t, p in {json.dumps({t: str(p.variant('baseline').source.location) for t, p in built_presets.items()})}.items()}}\n"
+        f"try:\n    print('PUSHED', push({call}))\n"
+        "except Exception as error:\n    print('MESSAGE', user_message(error))\n"
+    )
+
+
+def test_a_push_checks_every_repo_name_and_the_measures_before_it_uploads(built_presets, tmp_path):
+    """A prefix the Hub refuses ("org/demo-" makes "org/demo--qa-baseline") was a traceback, or a partial upload when
+    only the longest names were too long; a variant built with --no-eval was published with no measure at all."""
+    artifacts = os.environ["SHOWDOWN_ARTIFACTS"]
+    with FakeHub() as hub:
+        for prefix in ("org/demo-", "org/" + "d" * 80, "a/b/c", "demo"):
+            bad = hub.run_python(tiny_push_script(built_presets, f"{prefix!r}, Showdown(presets=presets)"), tmp_path,
+                                 HF_TOKEN=TOKEN, SHOWDOWN_ARTIFACTS=artifacts)
+            assert f"MESSAGE --repo-prefix {prefix!r} makes the repo name" in bad.stdout, bad.stdout + bad.stderr[-2000:]
+        assert hub.requests == [] and hub.repos == {}  # refused before the first request
+        unmeasured = hub.run_python(tiny_push_script(built_presets, "'org/demo', Showdown(presets=presets)"), tmp_path,
+                                    HF_TOKEN=TOKEN, SHOWDOWN_ARTIFACTS=artifacts)
+        assert "PUSHED []" in unmeasured.stdout and "its accuracy was never measured" in unmeasured.stdout, unmeasured.stdout
+        assert hub.repos == {}
+
+
+def test_private_makes_existing_repos_private_and_a_partial_in_the_path_keeps_the_weights(built_presets, tmp_path):
+    """create_repo(exist_ok=True) leaves a public repo public; and a staging-folder filter on the absolute path took
+    every file for a leftover when the artifacts folder's own name had ".partial" in it (the weights were deleted)."""
+    import shutil
+
+    artifacts = tmp_path / "my.partial.d"
+    shutil.copytree(os.environ["SHOWDOWN_ARTIFACTS"], artifacts)
+    call = "'org/demo', Showdown(presets=presets), allow_unmeasured=True"
+    with FakeHub() as hub:
+        public = hub.run_python(tiny_push_script(built_presets, call), tmp_path, HF_TOKEN=TOKEN, SHOWDOWN_ARTIFACTS=str(artifacts))
+        assert "PUSHED ['org/demo-qa-baseline'" in public.stdout, public.stdout + public.stderr[-2000:]
+        assert hub.private == set() and "model.onnx" in hub.repos["org/demo-qa-optimized"]
+        private = hub.run_python(tiny_push_script(built_presets, call + ", private=True"), tmp_path, HF_TOKEN=TOKEN,
+                                 SHOWDOWN_ARTIFACTS=str(artifacts))
+        assert "PUSHED" in private.stdout, private.stdout + private.stderr[-2000:]
+        assert hub.private == {f"org/demo-{t}-{v}" for t in ("qa", "generation") for v in ("baseline", "optimized")}
+        assert "model.onnx" in hub.repos["org/demo-qa-optimized"]
+
+
+def test_a_trained_models_promise_travels_in_its_repo_and_is_read_there(tmp_path):
+    """The QA `pruned`'s misses vanished on a Space: its promise record lived in the local artifacts folder only, under
+    fingerprints of files a Space downloads with others beside them."""
+    from models.catalog import default_preset
+    from models.recorded import PROMISE_RECORD, recorded_accuracy
+
+    repo = tmp_path / "pruned"
+    repo.mkdir()
+    (repo / PROMISE_RECORD).write_text(json.dumps({"measured": "2026-11-29, here", "metrics": {
+        "summary": "pruned: SQuAD 2.0 F1 3.7 below", "gates_missed": ["validation SQuAD 2.0 F1 is 3.66 below"]}}))
+    shown = recorded_accuracy(default_preset("qa"), "pruned", repo, lambda variant: tmp_path / "baseline")
+    assert shown["gates_missed"] == ["validation SQuAD 2.0 F1 is 3.66 below"] and shown["promise"] == "pruned"
+
+
+def test_push_never_reads_the_hubs_own_presets(monkeypatch):
+    """With SHOWDOWN_HUB_PREFIX still set (the README sets it to serve the pushed repos), push tried the Hub presets'
+    variants and advised pushing them first: nothing was pushed, and it exited 0."""
+    from models.catalog import default_preset, presets_from_environment
+
+    monkeypatch.setenv("SHOWDOWN_HUB_PREFIX", "org/demo")
+    assert presets_from_environment()["qa"].name.endswith("-hub")
+    assert presets_from_environment(hub=False) == {t: default_preset(t) for t in ("qa", "generation")}

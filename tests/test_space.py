@@ -78,9 +78,29 @@ def test_deploy_says_what_to_do_when_nothing_was_pushed_or_a_name_is_malformed(t
     with FakeHub() as hub:
         unpushed = deploy(hub, tmp_path)
         malformed = deploy(hub, tmp_path, space="no-org")
+        # names the Hub refuses were tracebacks (only the slashes were counted)
+        spaced = deploy(hub, tmp_path, space="org/my space")
+        dashed = deploy(hub, tmp_path, prefix="org/demo-")
+        assert hub.repos == {}
+        hub.write_token, hub.repos["org/demo-qa-baseline"] = "hf_theRightOne", {"config.json": b"{}"}
+        refused = deploy(hub, tmp_path, prefix="org/demo")  # the Hub's 401 was three lines
     assert unpushed.returncode == 2 and "run `python -m optimize push --repo-prefix showdown-org/demo` first" in unpushed.stderr
-    assert malformed.returncode == 2 and "--space must look like ORG/NAME, not 'no-org'" in malformed.stderr
-    assert "Traceback" not in unpushed.stderr + malformed.stderr and hub.repos == {}
+    assert malformed.returncode == 2 and "--space must look like ORG/NAME" in malformed.stderr and "not 'no-org'" in malformed.stderr
+    assert spaced.returncode == 2 and "not 'org/my space'" in spaced.stderr, spaced.stderr[-2000:]
+    assert dashed.returncode == 2 and "--hub-prefix must look like ORG/NAME" in dashed.stderr and "not 'org/demo-'" in dashed.stderr
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr[-2000:]
+    assert refused.stderr.startswith("error: the Hub answered 40")
+    every = unpushed.stderr + malformed.stderr + spaced.stderr + dashed.stderr + refused.stderr
+    assert "Traceback" not in every and list(hub.repos) == ["org/demo-qa-baseline"]
+
+
+def test_an_offline_hub_setting_is_named_in_one_line():
+    from huggingface_hub.errors import OfflineModeIsEnabled
+
+    from optimize.__main__ import user_message
+
+    assert user_message(OfflineModeIsEnabled("Cannot reach https://huggingface.co/api/repos/create: offline mode is "
+                                             "enabled.")) == "HF_HUB_OFFLINE is set: unset it to reach the Hub"
 
 
 def test_the_workflow_is_a_thin_shell_over_the_module_and_installs_only_huggingface_hub(tmp_path):

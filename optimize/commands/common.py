@@ -48,6 +48,10 @@ def network_message(error: BaseException) -> str | None:
         status = error.response.status_code
         hint = ": is HF_TOKEN set, and may it write there?" if status in (401, 403) else ""
         return f"the Hub answered {status} for {error.response.url}{hint}"
+    from huggingface_hub.errors import OfflineModeIsEnabled
+
+    if isinstance(error, OfflineModeIsEnabled):
+        return "HF_HUB_OFFLINE is set: unset it to reach the Hub"
     if isinstance(error, requests.exceptions.ConnectionError):
         url = getattr(error.request, "url", None) or "the Hub"
         return f"could not reach {url.split('/api/')[0]}: check the network (or HF_ENDPOINT) and run it again"

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 NAME = "deploy-space"
 HELP = "upload the app to a Space that serves the pushed repos"
@@ -17,13 +16,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from huggingface_hub.errors import HfHubHTTPError
-
-    from models.errors import ConfigError
     from optimize.publish.space import run as deploy
 
-    try:
-        return deploy(args.space, args.hub_prefix, args.device, args.private)
-    except (ConfigError, HfHubHTTPError) as error:  # a bad token or name: the Hub's message, no trace
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    return deploy(args.space, args.hub_prefix, args.device, args.private)  # a bad token or name: one line (__main__)

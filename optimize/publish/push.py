@@ -27,9 +27,10 @@ def repo_id(prefix: str, task: str, variant: str) -> str:
 
 
 def variant_card(preset: Preset, variant: Variant, path: Path, report: Report | None, prefix: str,
-                 gates_missed: tuple[str, ...] = ()) -> ModelCard:
-    """`gates_missed`: what the app shows beside the variant (a committed trained model's promise record included),
-    stated on the card too: a card never reads better than the showcase."""
+                 gates_missed: tuple[str, ...] = (), shown: dict | None = None) -> ModelCard:
+    """`gates_missed` and `shown`: what the app shows beside the variant (a committed trained model's promise record,
+    a generation baseline's measures as its variants' builds recorded them), stated on the card too: a card never
+    reads better, or thinner, than the showcase."""
     manifest = read_manifest(path) or {}
     training = json.loads((path / "training.json").read_text()) if (path / "training.json").exists() else {}
     data = ModelCardData(library_name="onnxruntime" if variant.runtime == "onnxruntime" else "transformers",
@@ -39,9 +40,10 @@ def variant_card(preset: Preset, variant: Variant, path: Path, report: Report | 
     steps = manifest.get("steps") or ([f"pruned and distilled from {stages[0]}"] if stages else
                                       [f"fine-tuned: {training.get('base_model', '')}"] if training else [variant.source.kind])
     source = manifest.get("source") or training.get("base_model") or f"{variant.source.kind} {variant.source.location}"
-    table = report.markdown() if report else "No report yet: run `python -m optimize report`."
+    table = report_text(report, manifest)
     missed = "".join(f"- **Missed its accuracy gate:** {miss}\n" for miss in gates_missed)
-    measures = {k: v for k, v in (manifest.get('metrics') or training.get('test') or {}).items() if k != 'summary'}
+    measures = {k: v for k, v in (manifest.get('metrics') or training.get('test') or shown or {}).items()
+                if k not in ('summary', 'verifier')}
     content = f"""---
 {data.to_yaml()}
 ---
@@ -62,15 +64,25 @@ measured side by side. This repo holds the **{variant.name}** variant ({variant.
 
 ## Commands that built it
 ```
-python -m optimize train-qa        # QA baseline only
-python -m optimize build --task {preset.task} --variant {variant.name}
-python -m optimize report
+{variant.how_to_build or f"python -m optimize build --task {preset.task} --preset {preset.name} --variant {variant.name}"}
+python -m optimize report --task {preset.task}
 ```
 
 ## Report ({preset.task})
 {table}
 """
     return ModelCard(content)
+
+
+def report_text(report: Report | None, manifest: dict) -> str:
+    """The report's table, saying so when it was measured before this variant was built (its row is another build's)."""
+    if report is None:
+        return "No report yet: run `python -m optimize report`."
+    built = manifest.get("created", "")[:16].replace("T", " ")  # "2026-11-29T07:30:16Z" -> the report's "2026-11-29 07:30"
+    if built and report.created and built > report.created[:16]:
+        return (f"Measured {report.created}, before this variant was built ({built}): its row is an earlier build's. "
+                f"Run `python -m optimize report` and push again for this build's.\n\n{report.markdown()}")
+    return report.markdown()
 
 
 def measures_text(measures: dict) -> str:
@@ -123,11 +135,27 @@ def stale_source(path: Path) -> str | None:
     return None
 
 
-def push(prefix: str, showdown: Showdown | None = None, private: bool = False, token: str | None = None) -> list[str]:
-    """Upload every ready variant of the app's presets; returns the repo ids written."""
-    if "/" not in prefix:
-        raise InputError(f"--repo-prefix must look like ORG/NAME, not {prefix!r}")
-    showdown = showdown or Showdown.from_environment()
+def push(prefix: str, showdown: Showdown | None = None, private: bool = False, token: str | None = None,
+         allow_unmeasured: bool = False) -> list[str]:
+    """Upload every ready variant of the app's presets (never the Hub's own, SHOWDOWN_HUB_PREFIX); returns the repo
+    ids written. Every repo name is checked before the first request, so that a bad prefix uploads nothing. A variant
+    whose accuracy was never measured (`build --no-eval`) is left out unless `allow_unmeasured`."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    from models.catalog import presets_from_environment
+    from models.recorded import PROMISE_RECORD, promise_record
+
+    showdown = showdown or Showdown(presets=presets_from_environment(hub=False))
+    for target in ([prefix] if "/" not in prefix else
+                   [repo_id(prefix, task, v.name) for task, preset in showdown.presets.items() for v in preset.variants]):
+        try:
+            validate_repo_id(target)
+            if "/" not in target:
+                raise HFValidationError("no ORG/ part")
+        except HFValidationError as error:
+            raise InputError(f"--repo-prefix {prefix!r} makes the repo name {target!r}, which the Hub refuses "
+                             f"({str(error).splitlines()[0]}): use ORG/NAME, letters, digits, '-', '_' or '.'") from None
     api = HfApi(token=token)
     pushed = []
     for task, preset in showdown.presets.items():
@@ -143,15 +171,26 @@ def push(prefix: str, showdown: Showdown | None = None, private: bool = False, t
             if stale := stale_source(path):
                 log.warning("%s/%s not pushed: %s", task, variant.name, stale)
                 continue
+            shown = showdown.accuracy(task, variant.name, path)
+            if not shown and not allow_unmeasured:
+                log.warning("%s/%s not pushed: its accuracy was never measured (built with --no-eval?): build it with "
+                            "accuracy on, or push with --allow-unmeasured", task, variant.name)
+                continue
             target = repo_id(prefix, task, variant.name)
             api.create_repo(target, exist_ok=True, private=private)
+            if private:  # create_repo leaves an existing public repo public
+                api.update_repo_settings(target, private=True)
             files = {str(f.relative_to(path)): f for f in sorted(path.rglob("*"))
-                     if f.is_file() and f.name != "README.md" and ".partial" not in str(f)}
-            missed = tuple(showdown.accuracy(task, variant.name, path).get("gates_missed", []))
+                     if f.is_file() and f.name != "README.md" and ".partial" not in f.relative_to(path).as_posix()}
+            locate = showdown.variant_status(task, "baseline").get("folder") if variant.name != "baseline" else None
+            if locate and (record := promise_record(preset, variant.name, path, Path(locate))):
+                # a trained `pruned`'s promise travels with it, in the same commit as the weights it was paired for
+                files[PROMISE_RECORD] = json.dumps(record, indent=1).encode()
+            missed = tuple(shown.get("gates_missed", []))
             if missed:
                 log.warning("%s/%s missed its accuracy gate (pushed as the app shows it, the miss on its card): %s",
                             task, variant.name, "; ".join(missed))
-            files["README.md"] = str(variant_card(preset, variant, path, report, prefix, missed)).encode()
+            files["README.md"] = str(variant_card(preset, variant, path, report, prefix, missed, shown)).encode()
             if report:
                 files[f"report/{task}.json"] = report_path.read_bytes()
                 files[f"report/{task}.md"] = report.markdown().encode()

@@ -36,9 +36,20 @@ class SpaceConfig:
     private: bool = False
 
     def __post_init__(self) -> None:
-        for option, value in (("--space", self.space), ("--hub-prefix", self.hub_prefix)):
-            if value.count("/") != 1 or not all(value.split("/")):
-                raise ConfigError(f"{option} must look like ORG/NAME, not '{value}'.")
+        from huggingface_hub.errors import HFValidationError
+        from huggingface_hub.utils import validate_repo_id
+
+        # the prefix as push extends it: "org/demo-" would make "org/demo--qa-baseline", which the Hub refuses
+        for option, value in (("--space", self.space), ("--hub-prefix", self.hub_prefix),
+                              ("--hub-prefix", f"{self.hub_prefix}-generation-pruned-optimized")):
+            try:
+                validate_repo_id(value)
+                valid = value.count("/") == 1
+            except HFValidationError:
+                valid = False
+            if not valid:
+                raise ConfigError(f"{option} must look like ORG/NAME (letters, digits, '-', '_' or '.'), not "
+                                  f"'{value.removesuffix('-generation-pruned-optimized')}'.")
         if self.device not in REQUIREMENTS:
             raise ConfigError(f"--device must be one of {', '.join(REQUIREMENTS)}, not '{self.device}'.")
 
