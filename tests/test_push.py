@@ -33,6 +33,8 @@ def test_push_uploads_every_ready_variant_with_card_and_report_and_pull_loads_th
                 assert ("model.onnx" in files) == (variant == "optimized")
                 assert not any(TOKEN.encode() in content for content in files.values())
             assert "manifest.json" in hub.repos[f"showdown-org/demo-{task}-optimized"]
+            uploaded = json.loads(hub.repos[f"showdown-org/demo-{task}-optimized"]["manifest.json"])
+            assert not uploaded["inputs"]["source"].startswith("/"), uploaded["inputs"]  # no local path on the Hub
         # a second push removes what the variant no longer has (a Space fetching the repo would read it)
         hub.repos["showdown-org/demo-generation-optimized"]["decoding.json"] = b'{"prompt_lookup": true}'
         again = hub.run_python(push, tmp_path, HF_TOKEN=TOKEN, SHOWDOWN_ARTIFACTS=os.environ["SHOWDOWN_ARTIFACTS"])

@@ -16,10 +16,13 @@ PREFIX, SPACE = "showdown-org/demo", "showdown-org/showdown"
 DEPLOY = "import sys\nfrom optimize.__main__ import main\nsys.exit(main(['deploy-space', *sys.argv[1:]]))\n"
 
 
-def deploy(hub: FakeHub, home: Path, *args: str, token: str = TOKEN, space: str = SPACE, prefix: str = PREFIX):
-    """The workflow's step: settings from the environment, empty when a secret or variable is unset."""
+def deploy(hub: FakeHub, home: Path, *args: str, token: str = TOKEN, space: str = SPACE, prefix: str = PREFIX,
+           actions: bool = False):
+    """The workflow's step (`actions`: as GitHub Actions runs it): settings from the environment, empty when a secret
+    or variable is unset."""
     code = DEPLOY.replace("sys.argv[1:]", repr(list(args)))
-    return hub.run_python(code, home, HF_TOKEN=token, HF_SPACE=space, SHOWDOWN_HUB_PREFIX=prefix)
+    return hub.run_python(code, home, HF_TOKEN=token, HF_SPACE=space, SHOWDOWN_HUB_PREFIX=prefix,
+                          GITHUB_ACTIONS="true" if actions else "")
 
 
 def test_deploy_uploads_the_app_points_it_at_the_pushed_repos_and_the_space_starts_without_building(
@@ -65,12 +68,16 @@ def test_deploy_uploads_the_app_points_it_at_the_pushed_repos_and_the_space_star
 
 
 @pytest.mark.parametrize("unset", ["token", "space", "prefix"])
-def test_deploy_without_a_token_or_space_name_skips_with_a_message_and_uploads_nothing(unset, tmp_path):
+def test_deploy_without_a_token_or_space_name_skips_in_the_workflow_and_fails_by_hand(unset, tmp_path):
+    """A fork's workflow run has no secrets, which is no failure; a person who left out --space is told so."""
     with FakeHub() as hub:
-        done = deploy(hub, tmp_path, **{unset: ""})
+        done = deploy(hub, tmp_path, **{unset: ""}, actions=True)
+        by_hand = deploy(hub, tmp_path, **{unset: ""})
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("deploy-space skipped:") and len(done.stdout.splitlines()) == 1
     assert {"token": "HF_TOKEN", "space": "HF_SPACE", "prefix": "SHOWDOWN_HUB_PREFIX"}[unset] in done.stdout
+    assert by_hand.returncode == 2 and by_hand.stderr.startswith("error: deploy-space needs "), by_hand.stderr[-2000:]
+    assert {"token": "HF_TOKEN", "space": "--space", "prefix": "--hub-prefix"}[unset] in by_hand.stderr
     assert hub.requests == [] and hub.repos == {}
 
 

@@ -123,6 +123,20 @@ def onnx_inputs(model: Path) -> set[str]:
     return {i.name for i in onnx.load(str(model), load_external_data=False).graph.input} if model.exists() else set()
 
 
+def published_manifest(path: Path) -> dict:
+    """The manifest as uploaded: `inputs.source` (a local absolute path: a home folder, a user name) relative to the
+    checkout when it is inside it, else its folder name. Nothing read on a Space uses it."""
+    from models.catalog import REPO_ROOT
+
+    manifest = read_manifest(path) or {}
+    inputs = manifest.get("inputs") or {}
+    if source := inputs.get("source"):
+        source = Path(source)
+        inputs["source"] = (source.relative_to(REPO_ROOT).as_posix() if source.is_relative_to(REPO_ROOT)
+                            else source.name)
+    return manifest
+
+
 def stale_source(path: Path) -> str | None:
     """Why a built variant is no longer what its source makes (its metrics were measured against the old source), or
     None: a retrained baseline leaves `optimized` loadable and "ready", and pushing it would publish old numbers."""
@@ -182,6 +196,8 @@ def push(prefix: str, showdown: Showdown | None = None, private: bool = False, t
                 api.update_repo_settings(target, private=True)
             files = {str(f.relative_to(path)): f for f in sorted(path.rglob("*"))
                      if f.is_file() and f.name != "README.md" and ".partial" not in f.relative_to(path).as_posix()}
+            if "manifest.json" in files:  # its source as this checkout names it, never a local absolute path
+                files["manifest.json"] = json.dumps(published_manifest(path), indent=2).encode()
             locate = showdown.variant_status(task, "baseline").get("folder") if variant.name != "baseline" else None
             if locate and (record := promise_record(preset, variant.name, path, Path(locate))):
                 # a trained `pruned`'s promise travels with it, in the same commit as the weights it was paired for

@@ -3,8 +3,8 @@ Hugging Face Space that serves the variants `python -m optimize push` wrote, so 
 downloads them on start instead of rebuilding them (minutes of CPU) every time it restarts.
 
 The GitHub workflow (.github/workflows/deploy-space.yml) is a thin shell over `run`; it installs
-only huggingface_hub, so this module imports nothing heavier. Without a token or a Space name it
-prints one line and succeeds: forks and pull requests have no secrets, and that is no failure.
+only huggingface_hub, so this module imports nothing heavier. There, without a token or a Space name, it
+prints one line and succeeds: forks and pull requests have no secrets, and that is no failure. By hand it fails.
 The token comes from HF_TOKEN (huggingface_hub's own lookup) and is never printed.
 """
 from __future__ import annotations
@@ -92,10 +92,14 @@ def run(space: str | None, hub_prefix: str | None, device: Device = "cpu", priva
     token = get_token()
     missing = [name for name, value in (("HF_TOKEN", token), ("HF_SPACE", space), (PREFIX_VARIABLE, hub_prefix))
                if not value]
-    if missing:
+    if missing and os.environ.get("GITHUB_ACTIONS") == "true":  # a fork or a pull request: no secrets, no failure
         print(f"deploy-space skipped: {', '.join(missing)} not set (the secret HF_TOKEN and the repository "
               f"variables HF_SPACE and {PREFIX_VARIABLE} configure it)")
         return 0
+    if missing:  # by hand: say what is missing, and fail
+        flags = {"HF_TOKEN": "HF_TOKEN (or `huggingface-cli login`)", "HF_SPACE": "--space ORG/NAME",
+                 PREFIX_VARIABLE: "--hub-prefix ORG/NAME"}
+        raise ConfigError(f"deploy-space needs {', '.join(flags[name] for name in missing)}")
     config = SpaceConfig(space, hub_prefix, device, private)
     uploaded = deploy(config, token)
     print(f"deployed {len(uploaded)} files to Space {config.space} ({config.device}), serving {config.hub_prefix}-*")
