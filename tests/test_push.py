@@ -75,6 +75,8 @@ def test_a_card_says_what_the_app_says_a_pruned_model_missed_and_that_it_was_pru
     assert f"**Missed its accuracy gate:** {missed[0]}" in card
     assert "pruned and distilled from" in card and "(pruned: 4 heads, 512 FFN neurons" in card
     assert "No report yet" in card
+    header = card.split("---")[1]  # the committed card's license, base model and data stay on the pushed one
+    assert "license: apache-2.0" in header and "base_model:" in header and "inference-showdown" in header
 
 
 def test_a_variant_whose_source_changed_since_its_build_is_not_pushed(built_presets, tmp_path):

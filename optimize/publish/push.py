@@ -33,9 +33,11 @@ def variant_card(preset: Preset, variant: Variant, path: Path, report: Report | 
     reads better, or thinner, than the showcase."""
     manifest = read_manifest(path) or {}
     training = json.loads((path / "training.json").read_text()) if (path / "training.json").exists() else {}
-    data = ModelCardData(library_name="onnxruntime" if variant.runtime == "onnxruntime" else "transformers",
-                         pipeline_tag="question-answering" if preset.task == "qa" else "text-generation",
-                         tags=["inference-showdown", variant.name, preset.task])
+    # a committed model's own card header (license, base model, datasets) kept, with this project's fields over it
+    committed = ModelCard.load(path / "README.md").data.to_dict() if (path / "README.md").exists() else {}
+    data = ModelCardData(**{**committed, "library_name": "onnxruntime" if variant.runtime == "onnxruntime" else "transformers",
+                            "pipeline_tag": "question-answering" if preset.task == "qa" else "text-generation",
+                            "tags": sorted({*committed.get("tags", []), "inference-showdown", variant.name, preset.task})})
     stages = [stage["base_model"] for stage in training.get("stages", []) if "pruned" in str(stage.get("base_model", ""))]
     steps = manifest.get("steps") or ([f"pruned and distilled from {stages[0]}"] if stages else
                                       [f"fine-tuned: {training.get('base_model', '')}"] if training else [variant.source.kind])
