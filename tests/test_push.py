@@ -190,3 +190,23 @@ def test_push_never_reads_the_hubs_own_presets(monkeypatch):
     monkeypatch.setenv("SHOWDOWN_HUB_PREFIX", "org/demo")
     assert presets_from_environment()["qa"].name.endswith("-hub")
     assert presets_from_environment(hub=False) == {t: default_preset(t) for t in ("qa", "generation")}
+
+
+def test_a_second_preset_pushed_to_the_same_prefix_is_refused(built_presets, tmp_path):
+    """Repo names carry no preset: pushing another model to the same prefix replaced the first one's repos, and the
+    Space served the new baseline beside the old `optimized` under the old title."""
+    other = ("import dataclasses\n"
+             "presets = {t: dataclasses.replace(p, name=p.name + '-other') for t, p in presets.items()}\n")
+    call = "'org/demo', Showdown(presets=presets), allow_unmeasured=True"
+    artifacts = os.environ["SHOWDOWN_ARTIFACTS"]
+    with FakeHub() as hub:
+        first = hub.run_python(tiny_push_script(built_presets, call), tmp_path, HF_TOKEN=TOKEN, SHOWDOWN_ARTIFACTS=artifacts)
+        before = {repo: dict(files) for repo, files in hub.repos.items()}
+        script = tiny_push_script(built_presets, call).replace("try:\n", other + "try:\n")
+        second = hub.run_python(script, tmp_path, HF_TOKEN=TOKEN, SHOWDOWN_ARTIFACTS=artifacts)
+        again = hub.run_python(tiny_push_script(built_presets, call), tmp_path, HF_TOKEN=TOKEN, SHOWDOWN_ARTIFACTS=artifacts)
+    assert "PUSHED ['org/demo-qa-baseline'" in first.stdout, first.stdout + first.stderr[-2000:]
+    assert "PUSHED []" in second.stdout and "holds preset" in second.stdout, second.stdout + second.stderr[-2000:]
+    assert "PUSHED ['org/demo-qa-baseline'" in again.stdout  # the same preset pushes again
+    assert {repo: files["config.json"] for repo, files in before.items()} == \
+           {repo: files["config.json"] for repo, files in hub.repos.items()}

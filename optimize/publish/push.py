@@ -22,8 +22,21 @@ from models.showdown import Showdown
 log = logging.getLogger("optimize.publish.push")
 
 
+MARKER = "showdown.json"  # which preset's variant a repo holds: a second preset pushed to the same prefix is refused
+
+
 def repo_id(prefix: str, task: str, variant: str) -> str:
     return f"{prefix}-{task}-{variant}"
+
+
+def pushed_preset_name(api: HfApi, repo: str) -> str | None:
+    """The preset an earlier push put in `repo`, or None (no such repo, or pushed before the marker)."""
+    from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
+
+    try:
+        return json.loads(Path(api.hf_hub_download(repo, MARKER)).read_text()).get("preset")
+    except (EntryNotFoundError, RepositoryNotFoundError):
+        return None
 
 
 def variant_card(preset: Preset, variant: Variant, path: Path, report: Report | None, prefix: str,
@@ -193,6 +206,10 @@ def push(prefix: str, showdown: Showdown | None = None, private: bool = False, t
                             "accuracy on, or push with --allow-unmeasured", task, variant.name)
                 continue
             target = repo_id(prefix, task, variant.name)
+            if (holder := pushed_preset_name(api, target)) not in (None, preset.name):  # the name has no preset in it
+                log.warning("%s/%s not pushed: %s holds preset %s's %s; push %s to another --repo-prefix", task,
+                            variant.name, target, holder, variant.name, preset.name)
+                continue
             api.create_repo(target, exist_ok=True, private=private)
             if private:  # create_repo leaves an existing public repo public
                 api.update_repo_settings(target, private=True)
@@ -208,6 +225,7 @@ def push(prefix: str, showdown: Showdown | None = None, private: bool = False, t
             if missed:
                 log.warning("%s/%s missed its accuracy gate (pushed as the app shows it, the miss on its card): %s",
                             task, variant.name, "; ".join(missed))
+            files[MARKER] = json.dumps({"preset": preset.name, "task": task, "variant": variant.name}).encode()
             files["README.md"] = str(variant_card(preset, variant, path, report, prefix, missed, shown)).encode()
             if report:
                 files[f"report/{task}.json"] = report_path.read_bytes()
