@@ -153,17 +153,22 @@ class Report:
         return "\n".join(lines) + "\n"
 
     def save(self, directory: Path = REPORTS_DIR) -> Path:
+        """The chart first, to a side file: a report it cannot draw (a timing that is not a number) fails before the
+        committed files are touched, not after its table has replaced them."""
         directory.mkdir(parents=True, exist_ok=True)
         stem = directory / self.task
+        table = self.table()
+        drawn = directory / f"{self.task}-partial.png"
+        if table:
+            self.plot(drawn)
         stem.with_suffix(".json").write_text(json.dumps(asdict(self), indent=2) + "\n")
         stem.with_suffix(".md").write_text(self.markdown())
-        table = self.table()
         if table:
             with open(stem.with_suffix(".csv"), "w", newline="") as handle:
                 writer = csv.DictWriter(handle, fieldnames=list(table[0]))
                 writer.writeheader()
                 writer.writerows(table)
-            self.plot(stem.with_suffix(".png"))
+            drawn.replace(stem.with_suffix(".png"))
         return stem.with_suffix(".json")
 
     def plot(self, path: Path) -> None:

@@ -22,7 +22,13 @@ def main(argv: list[str] | None = None) -> int:
 
     configure_logging()
     try:
+        from models import settings
+
+        settings.cpu_threads(), settings.prompt_lookup(), settings.wanted_device()  # a typo: one line, before any work
         return runs[args.command](args) or 0
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     except BaseException as error:
         message = user_message(error)
         if message is None or os.environ.get("SHOWDOWN_DEBUG") == "1":

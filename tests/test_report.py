@@ -132,3 +132,40 @@ def test_a_column_shows_no_score_a_build_did_not_record():
     assert accuracy_text({"overall_f1": 50.0}) == "held-out SQuAD 2.0 F1 50.0"  # "(HasAns 0.0, NoAns 0.0)" before
     text = accuracy_text({"agreement_pct": 99.0, "reading_f1": 12.0, "reading_f1_ci95": [11.0, 13.0]})
     assert "reading-comprehension F1 12.0 (95% CI 11.0 to 13.0)" in text  # no KeyError without a question count
+
+
+def test_a_report_it_cannot_draw_leaves_the_saved_one_as_it_was(tmp_path):
+    """`report --rounds -1` timed nothing: the NaN timings replaced the committed table and json, then the chart
+    failed. The chart is drawn first now, and the command refuses a count below 1."""
+    import math
+    import subprocess
+    import sys
+
+    import pytest
+
+    def rows(latency: float) -> list[Row]:
+        return [Row(variant=variant, runtime="torch", parameters=1, size_mb=1.0, accuracy={"overall_f1": 40.0},
+                    latency_p50_ms=latency, latency_p95_ms=latency, speedup_p50=1.0) for variant in VARIANT_COLORS]
+
+    Report(task="qa", preset="tiny", workload="QA", machine={}, rows=rows(10.0)).save(tmp_path)
+    saved = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    with pytest.raises(ValueError):
+        Report(task="qa", preset="tiny", workload="QA", machine={}, rows=rows(math.nan)).save(tmp_path)
+    assert {path.name: path.read_bytes() for path in tmp_path.iterdir() if path.name != "qa-partial.png"} == saved
+    for command in (["report", "--rounds", "0"], ["report", "--rounds", "-1"], ["gguf-grid-bench", "--rounds", "-1"]):
+        done = subprocess.run([sys.executable, "-m", "optimize", *command], cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 2 and "use a whole number ≥ 1" in done.stderr, (command, done.stderr[-2000:])
+
+
+def test_a_setting_typo_stops_an_optimize_command_in_one_line():
+    """`SHOWDOWN_THREADS=two python -m optimize report` printed a traceback per variant, advised retraining, and ended
+    with "build them first"."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "optimize", "report", "--task", "qa", "--rounds", "1"], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "SHOWDOWN_THREADS": "two"})
+    assert done.returncode == 2 and done.stderr.strip() == "error: SHOWDOWN_THREADS='two': use a whole number ≥ 1 " \
+                                                           f"(default {os.cpu_count()})", done.stderr[-2000:]

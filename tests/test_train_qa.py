@@ -2,6 +2,7 @@
 import random
 from types import SimpleNamespace
 
+import pytest
 import torch
 from transformers import AutoTokenizer
 
@@ -88,11 +89,14 @@ def test_a_stopped_run_continues_from_a_full_or_a_compact_checkpoint(tmp_path):
     assert resumed["progress"]["rewarm_from"] == 5 and "optimizer" in resumed  # full again after its first save
 
 
-def test_sigterm_stops_a_run_after_its_step_with_a_checkpoint(tmp_path):
-    """`kill PID` on a background job: the step in flight finishes, a checkpoint records it, and
-    the handler before the run is back (a session's end loses no steps)."""
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
+def test_sigterm_or_ctrl_c_stops_a_run_after_its_step_with_a_checkpoint(signum, tmp_path):
+    """`kill PID` on a background job, or Ctrl-C (which had lost every step since the last checkpoint): the step in
+    flight finishes, a checkpoint records it, and the handler before the run is back."""
     import os
     import signal
+
+    signum = getattr(signal, signum)
 
     from optimize.train.loop import fit
 
@@ -103,14 +107,14 @@ def test_sigterm_stops_a_run_after_its_step_with_a_checkpoint(tmp_path):
     def loss_fn(model, batch):
         calls.append(1)
         if len(calls) == 3:
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signum)
         return model(**batch).loss
 
-    before = signal.getsignal(signal.SIGTERM)
+    before = signal.getsignal(signum)
     scores = fit(model, features, tokenizer.pad_token_id, config, lambda epoch: 0.0, loss_fn, checkpoint=checkpoint)
     assert scores == [] and len(calls) == 3
     assert torch.load(checkpoint, weights_only=False)["progress"]["step"] == 3
-    assert signal.getsignal(signal.SIGTERM) is before
+    assert signal.getsignal(signum) is before
 
 
 def test_a_stopped_pruning_recovery_prunes_the_same_way_and_continues_to_the_same_weights(tmp_path):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from models.reports import REPORTS_DIR
 from optimize.export import gguf_grid
 from optimize.export.gguf_grid import GridWeight, NBitsInitializers
 
@@ -27,7 +28,7 @@ class GridBenchConfig:
     threads: tuple[int, ...] = (1, 2)
     rounds: int = 200  # timed calls per variant, variants shuffled every round
     warmup: int = 20
-    output: Path = Path("reports/gguf-grid-kernels.md")
+    output: Path = REPORTS_DIR / "gguf-grid-kernels.md"  # the checkout's reports/, wherever it is run from
 
 
 def variants(weight: GridWeight) -> dict[str, bytes]:
@@ -135,8 +136,7 @@ def markdown(rows: list[dict], config: GridBenchConfig) -> str:
              f"{config.warmup} warm-up calls, variants shuffled every round; latency of `session.run` in µs (p50 and the "
              "p10–p90 spread), including ~10 µs of Python call overhead. Error: max |y − x·Wᵀ| against the exact "
              "product in float64 (W = the baseline's fp32 weight), x ~ N(0, 1).", "",
-             "**The machine was shared with a training job while this ran: timings are noisy (see the spread); "
-             "compare within a table, not across runs.**", ""]
+             "Other work on the machine moves these timings (see the spread): compare within a table, not across runs.", ""]
     for key in dict.fromkeys((r["weight"], r["shape"], r["M"]) for r in rows):
         group = [r for r in rows if (r["weight"], r["shape"], r["M"]) == key]
         fp32 = {r["threads"]: r["p50"] for r in group if r["variant"] == "fp32 MatMul"}

@@ -9,6 +9,17 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 
 
+def positive_int(text: str) -> int:
+    """An argparse type for counts (rounds, steps): a whole number ≥ 1, said in one line by argparse otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"use a whole number ≥ 1, not {text!r}")
+    return value
+
+
 def data_options(config, args: argparse.Namespace) -> None:
     """--no-bf16, --full-data, --answerability-stage and --data (where the command has them):
     train-qa, prune and sweep-qa."""

@@ -10,12 +10,14 @@ HELP = "MatMulNBits forms of a Q4_1 GGUF weight vs fp32 MatMul (reports/)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rounds", type=int, help="timed calls per variant (default 200)")
+    from optimize.commands.common import positive_int
+
+    parser.add_argument("--rounds", type=positive_int, help="timed calls per variant (default 200)")
 
 
 def run(args: argparse.Namespace) -> int:
     from optimize.bench.gguf_grid import GridBenchConfig
     from optimize.bench.gguf_grid import run as grid_bench
 
-    grid_bench(replace(GridBenchConfig(), rounds=args.rounds) if args.rounds else GridBenchConfig())
+    grid_bench(replace(GridBenchConfig(), rounds=args.rounds) if args.rounds is not None else GridBenchConfig())
     return 0

@@ -10,7 +10,9 @@ HELP = "measure every ready variant side by side; write reports/"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", choices=("qa", "generation"), action="append")
-    parser.add_argument("--rounds", type=int, help="timed rounds per variant")
+    from optimize.commands.common import positive_int
+
+    parser.add_argument("--rounds", type=positive_int, help="timed rounds per variant (default: QA 30, generation 5)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -18,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
     from optimize.publish.report import run as report
 
     config = ReportConfig()
-    if args.rounds:
+    if args.rounds is not None:
         config = replace(config, qa_rounds=args.rounds, generation_rounds=args.rounds)
     report(config, tuple(args.task or ("qa", "generation")))
     return 0

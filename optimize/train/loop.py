@@ -70,7 +70,7 @@ def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
     AdamW, schedule, RNGs and the caller's `state` (updated in place on resume) go there; a run
     that finds one continues from it to the same result as an uninterrupted run, so hours of CPU
     training survive a stop. `stop_after`: checkpoint and return after that many steps of this call.
-    SIGTERM (`kill PID`) does the same after the step in flight, so a stopped job loses nothing.
+    SIGTERM (`kill PID`) or Ctrl-C does the same after the step in flight, so a stopped job loses nothing.
     `run_key`: what else a checkpoint must share with the run that continues it (beyond `config`'s
     `resumable_key`), e.g. a pruning recipe."""
     from transformers import get_linear_schedule_with_warmup
@@ -142,23 +142,29 @@ def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
 
 
 class _StopOnSigterm:
-    """A SIGTERM while training asks for a checkpoint after the current step (main thread only:
-    Python delivers signals there)."""
+    """A SIGTERM or a Ctrl-C while training asks for a checkpoint after the current step (main thread only: Python
+    delivers signals there); a second Ctrl-C stops at once. Ctrl-C had stopped mid-step, losing every step since the
+    last checkpoint."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
     def __init__(self) -> None:
         self.requested = False
-        self.previous = None
+        self.previous: dict = {}
         if threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(signal.SIGTERM, self._request)
+            self.previous = {signum: signal.signal(signum, self._request) for signum in self.SIGNALS}
 
     def _request(self, signum, frame) -> None:
-        log.info("SIGTERM: stopping after this step with a checkpoint")
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        log.info("%s: stopping after this step with a checkpoint%s", signal.Signals(signum).name,
+                 " (Ctrl-C again stops at once)" if signum == signal.SIGINT else "")
         self.requested = True
 
     def restore(self) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGTERM, self.previous)
-            self.previous = None
+        for signum, previous in self.previous.items():
+            signal.signal(signum, previous)
+        self.previous = {}
 
 
 def _save_checkpoint(path: Path, key: dict, progress: dict, model, optimizer, scheduler,
