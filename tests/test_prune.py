@@ -365,3 +365,31 @@ def test_pruned_decoder_heads_compute_what_masking_them_computes_and_reload(tmp_
     assert pruned.config.num_attention_heads == 2 and pruned.num_parameters() < unpruned_parameters
     with torch.inference_mode():
         torch.testing.assert_close(pruned(input_ids=ids).logits, masked, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--train-share", "0"], "--train-share 0.0: use a share in (0, 1]"),  # an AttributeError deep in pruning
+    (["--train-share", "5"], "--train-share 5.0: use a share in (0, 1]"),  # started training
+    (["--ffn-kept", "0"], "FFN neurons kept must be ≥ 1"),  # read as "the default" and pruned
+    (["--learning-rate", "0"], "--learning-rate 0.0: use a rate above 0"),
+    (["--task", "generation", "--ffn-kept", "0"], "FFN neurons kept ≥ 1"),
+])
+def test_prune_refuses_numbers_it_cannot_use_before_any_work(flags, message, tmp_path, capsys):
+    from optimize.__main__ import main
+
+    assert main(["prune", *flags, "--output", str(tmp_path / "out")]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_prune_defaults_cut_the_generation_model_as_the_shipped_pruned_one():
+    """The command cut 8 layers by default; the shipped `pruned` (and DecoderPruneConfig) drops 6."""
+    import argparse
+    import json
+
+    from models.catalog import REPO_ROOT
+    from optimize.commands import prune
+
+    parser = argparse.ArgumentParser()
+    prune.add_arguments(parser)
+    shipped = json.loads((REPO_ROOT / "weights" / "generation-smollm2-pruned" / "pruning.json").read_text())
+    assert parser.parse_args([]).layers_dropped == shipped.get("prune", shipped)["layers_dropped"]

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from optimize.commands.common import data_options, writable_output
+from optimize.commands.common import data_options, positive_int, writable_output
 
 NAME = "prune"
 HELP = "structured pruning + distillation recovery"
@@ -16,18 +16,19 @@ HELP = "structured pruning + distillation recovery"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", choices=("qa", "generation"), default="qa")
     parser.add_argument("--heads-kept", type=int, default=8, help="QA: attention heads kept per layer (of 12)")
-    parser.add_argument("--ffn-kept", type=int, help="FFN neurons kept per layer, of 1536 (QA default 1024, generation 1536)")
+    parser.add_argument("--ffn-kept", type=int, help="FFN neurons kept per layer, of 1536 (default: QA 1024, generation 1536)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (QA: two candidates can run side by side)")
     parser.add_argument("--qa-layers-dropped", type=int, default=0,
                         help="QA: encoder layers removed (those whose absence costs the least calibration loss)")
-    parser.add_argument("--layers-dropped", type=int, default=8, help="generation: decoder layers removed (of 30)")
+    parser.add_argument("--layers-dropped", type=int, default=6,
+                        help="generation: decoder layers removed, of 30 (default 6, as the shipped `pruned`)")
     parser.add_argument("--ffn-pruned-share", type=float, default=0.0,
                         help="generation: share of all FFN neurons removed, ranked across layers (overrides --ffn-kept)")
     parser.add_argument("--epochs", type=int, default=1, help="QA recovery epochs")
     parser.add_argument("--steps", type=int, default=300, help="generation recovery steps (LoRA distillation)")
-    parser.add_argument("--learning-rate", type=float, help="recovery learning rate (QA 1e-4, generation 1e-3)")
+    parser.add_argument("--learning-rate", type=float, help="recovery learning rate (default: QA 1e-4, generation 1e-3)")
     parser.add_argument("--skip-before", action="store_true", help="generation: skip measuring before recovery")
-    parser.add_argument("--stop-after", type=int, metavar="STEPS",
+    parser.add_argument("--stop-after", type=positive_int, metavar="STEPS",
                         help="checkpoint and stop after this many recovery steps; the same command continues "
                         "(checkpoint and log under artifacts/recovery-jobs/ or artifacts/train-jobs/<output name>/)")
     parser.add_argument("--output", type=Path, help="default weights/<preset>-pruned")
@@ -36,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="QA: the model pruned and the distillation teacher")
     parser.add_argument("--full-data", action="store_true",
                         help="QA: distil on the whole SQuAD 1.1 training set too, validate on 4 articles (as train-qa --full-data)")
-    parser.add_argument("--train-share", type=float, default=1.0, help="QA: distil on this seeded share of the windows")
+    parser.add_argument("--train-share", type=float, default=1.0,
+                        help="QA: distil on this seeded share of the windows, in (0, 1] (default 1)")
     parser.add_argument("--batch-size", type=int, default=16, help="QA recovery batch size")
     parser.add_argument("--no-bf16", action="store_true", help="QA: no bf16 autocast")
     parser.add_argument("--freeze-word-embeddings", action="store_true",
@@ -49,7 +51,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from models.errors import InputError
+
     writable_output(args.output)
+    if not 0 < args.train_share <= 1:  # 0 had failed deep in pruning with an AttributeError
+        raise InputError(f"--train-share {args.train_share}: use a share in (0, 1]")
+    if args.learning_rate is not None and not args.learning_rate > 0:  # 0 was read as "the default"
+        raise InputError(f"--learning-rate {args.learning_rate}: use a rate above 0")
     return _generation(args) if args.task == "generation" else _qa(args)
 
 
@@ -58,9 +66,9 @@ def _generation(args: argparse.Namespace) -> int:
     from optimize.train import recover_decoder
 
     result = recover_decoder.run(
-        decoder.DecoderPruneConfig(layers_dropped=args.layers_dropped, ffn_kept=args.ffn_kept or 1536,
+        decoder.DecoderPruneConfig(layers_dropped=args.layers_dropped, ffn_kept=1536 if args.ffn_kept is None else args.ffn_kept,
                                    ffn_pruned_share=args.ffn_pruned_share),
-        recover_decoder.DecoderRecoveryConfig(steps=args.steps, learning_rate=args.learning_rate or 1e-3, threads=args.threads),
+        recover_decoder.DecoderRecoveryConfig(steps=args.steps, learning_rate=1e-3 if args.learning_rate is None else args.learning_rate, threads=args.threads),
         args.output or Path("weights/generation-smollm2-pruned"), measure_before=not args.skip_before,
         stop_after=args.stop_after)
     if "stopped_at_step" in result:
@@ -80,14 +88,14 @@ def _qa(args: argparse.Namespace) -> int:
 
     # distillation: the teacher already knows "no answer", so no curriculum; half the null windows
     config = TrainConfig(output=args.output or Path("weights/qa-minilm-squad2-pruned"), epochs=args.epochs,
-                         learning_rate=args.learning_rate or 1e-4, answerable_first_epochs=0, threads=args.threads,
+                         learning_rate=1e-4 if args.learning_rate is None else args.learning_rate, answerable_first_epochs=0, threads=args.threads,
                          batch_size=args.batch_size, score_test=not args.no_test)
     data_options(config, args)
     if args.save_compact:
         print(f"compact checkpoint (commit it to continue in a fresh clone): {save_compact(config)}")
         return 0
     try:
-        result = prune_run(args.baseline, PruneConfig(heads_kept=args.heads_kept, ffn_kept=args.ffn_kept or 1024,
+        result = prune_run(args.baseline, PruneConfig(heads_kept=args.heads_kept, ffn_kept=1024 if args.ffn_kept is None else args.ffn_kept,
                                                       layers_dropped=args.qa_layers_dropped),
                            config, EncoderRecoveryConfig(freeze_word_embeddings=args.freeze_word_embeddings),
                            train_share=args.train_share, stop_after=args.stop_after)
