@@ -1,5 +1,6 @@
 """Structured pruning removes heads and FFN neurons for real and survives save/load and ONNX."""
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -373,6 +374,7 @@ def test_pruned_decoder_heads_compute_what_masking_them_computes_and_reload(tmp_
     (["--ffn-kept", "0"], "FFN neurons kept must be ≥ 1"),  # read as "the default" and pruned
     (["--learning-rate", "0"], "--learning-rate 0.0: use a rate above 0"),
     (["--task", "generation", "--ffn-kept", "0"], "FFN neurons kept ≥ 1"),
+    (["--baseline", "/nonexistent"], "/nonexistent is not a model folder (no config.json there)"),  # a Hub traceback
 ])
 def test_prune_refuses_numbers_it_cannot_use_before_any_work(flags, message, tmp_path, capsys):
     from optimize.__main__ import main
@@ -393,3 +395,20 @@ def test_prune_defaults_cut_the_generation_model_as_the_shipped_pruned_one():
     prune.add_arguments(parser)
     shipped = json.loads((REPO_ROOT / "weights" / "generation-smollm2-pruned" / "pruning.json").read_text())
     assert parser.parse_args([]).layers_dropped == shipped.get("prune", shipped)["layers_dropped"]
+
+
+def test_the_commands_default_folders_are_the_checkouts_wherever_they_run_from(tmp_path, monkeypatch):
+    """Run from another directory, `diagnose-qa` and `prune` looked for weights/ there (and then on the Hub)."""
+    import argparse
+
+    from models.catalog import REPO_ROOT
+    from optimize.commands import prune, sweep_qa, train_qa
+
+    monkeypatch.chdir(tmp_path)
+    for command in (prune, sweep_qa, train_qa):
+        parser = argparse.ArgumentParser()
+        command.add_arguments(parser)
+        defaults = vars(parser.parse_args([]))
+        for name in ("baseline", "output"):
+            if isinstance(defaults.get(name), Path):
+                assert defaults[name].is_relative_to(REPO_ROOT) and defaults[name].is_absolute(), (command, name)

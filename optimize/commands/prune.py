@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from models.catalog import REPO_ROOT
 from optimize.commands.common import data_options, positive_int, writable_output
 
 NAME = "prune"
@@ -33,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(checkpoint and log under artifacts/recovery-jobs/ or artifacts/train-jobs/<output name>/)")
     parser.add_argument("--output", type=Path, help="default weights/<preset>-pruned")
     parser.add_argument("--data", type=Path)
-    parser.add_argument("--baseline", type=Path, default=Path("weights/qa-minilm-squad2"),
+    parser.add_argument("--baseline", type=Path, default=REPO_ROOT / "weights/qa-minilm-squad2",
                         help="QA: the model pruned and the distillation teacher")
     parser.add_argument("--full-data", action="store_true",
                         help="QA: distil on the whole SQuAD 1.1 training set too, validate on 4 articles (as train-qa --full-data)")
@@ -58,6 +59,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--train-share {args.train_share}: use a share in (0, 1]")
     if args.learning_rate is not None and not args.learning_rate > 0:  # 0 was read as "the default"
         raise InputError(f"--learning-rate {args.learning_rate}: use a rate above 0")
+    if args.task == "qa":
+        from models.sources import model_folder
+
+        model_folder(args.baseline)  # a wrong path had been taken for a Hub id, in a traceback
     return _generation(args) if args.task == "generation" else _qa(args)
 
 
@@ -69,7 +74,7 @@ def _generation(args: argparse.Namespace) -> int:
         decoder.DecoderPruneConfig(layers_dropped=args.layers_dropped, ffn_kept=1536 if args.ffn_kept is None else args.ffn_kept,
                                    ffn_pruned_share=args.ffn_pruned_share),
         recover_decoder.DecoderRecoveryConfig(steps=args.steps, learning_rate=1e-3 if args.learning_rate is None else args.learning_rate, threads=args.threads),
-        args.output or Path("weights/generation-smollm2-pruned"), measure_before=not args.skip_before,
+        args.output or REPO_ROOT / "weights/generation-smollm2-pruned", measure_before=not args.skip_before,
         stop_after=args.stop_after)
     if "stopped_at_step" in result:
         print(f"recovery stopped at step {result['stopped_at_step']}/{result['steps']}; checkpoint {result['checkpoint']}. "
@@ -87,7 +92,7 @@ def _qa(args: argparse.Namespace) -> int:
     from optimize.train.recover_qa import run as prune_run
 
     # distillation: the teacher already knows "no answer", so no curriculum; half the null windows
-    config = TrainConfig(output=args.output or Path("weights/qa-minilm-squad2-pruned"), epochs=args.epochs,
+    config = TrainConfig(output=args.output or REPO_ROOT / "weights/qa-minilm-squad2-pruned", epochs=args.epochs,
                          learning_rate=1e-4 if args.learning_rate is None else args.learning_rate, answerable_first_epochs=0, threads=args.threads,
                          batch_size=args.batch_size, score_test=not args.no_test)
     data_options(config, args)

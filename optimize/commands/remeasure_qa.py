@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from models.catalog import REPO_ROOT
+
 NAME = "remeasure-qa"
 HELP = ("measure saved QA weights again on the held-out articles; refit their answerability verifier and null "
         "threshold on validation")
@@ -22,6 +24,6 @@ def run(args: argparse.Namespace) -> int:
     from optimize.train.finetune_qa import remeasure_saved
 
     for weights in [model_folder(folder) for folder in args.weights or ()] or (
-            Path("weights/qa-minilm-squad2"), Path("weights/qa-minilm-squad2-pruned")):
+            REPO_ROOT / "weights/qa-minilm-squad2", REPO_ROOT / "weights/qa-minilm-squad2-pruned"):
         remeasure_saved(weights, args.why)
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from models.catalog import REPO_ROOT
 from optimize.commands.common import data_options
 
 NAME = "sweep-qa"
@@ -12,16 +13,18 @@ HELP = "accuracy/latency of QA pruning sparsities (before recovery)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--baseline", type=Path, default=Path("weights/qa-minilm-squad2"), help="the model pruned")
+    parser.add_argument("--baseline", type=Path, default=REPO_ROOT / "weights/qa-minilm-squad2", help="the model pruned")
     parser.add_argument("--full-data", action="store_true", help="validate on the 4 validation articles of train-qa --full-data")
     parser.add_argument("--recovered", type=Path, nargs="+",
                         help="instead: tabulate these pruned-and-recovered candidate folders beside the baseline")
 
 
 def run(args: argparse.Namespace) -> int:
+    from models.sources import model_folder
     from optimize.train import sweep_encoder
     from optimize.train.finetune_qa import TrainConfig
 
+    model_folder(args.baseline)  # a wrong path had been taken for a Hub id, in a traceback
     config = TrainConfig()
     data_options(config, args)
     sweep_encoder.recovered(args.recovered, args.baseline) if args.recovered else sweep_encoder.run(args.baseline, config)

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from models.catalog import REPO_ROOT
 
-def run(models: tuple[Path, ...] = (Path("weights/qa-minilm-squad2"), Path("weights/qa-minilm-squad2-pruned"))) -> list[dict]:
+
+def run(models: tuple[Path, ...] = (REPO_ROOT / "weights/qa-minilm-squad2", REPO_ROOT / "weights/qa-minilm-squad2-pruned")) -> list[dict]:
     import torch
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 

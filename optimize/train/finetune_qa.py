@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from models.catalog import REPO_ROOT
 from models.errors import ConfigError
 from models.qa import QAConfig, tokenize
 from models.runners import torch_qa_logits
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class TrainConfig:
-    output: Path = Path("weights/qa-minilm-squad2")
+    output: Path = REPO_ROOT / "weights/qa-minilm-squad2"
     data: Path = squad.DEFAULT_SQUAD_PATH
     split: squad.ArticleSplit = field(default_factory=squad.ArticleSplit)
     # extra training files, every article of them trains (the dev file's validation/test articles never do)
@@ -178,8 +179,6 @@ def job_files(output: Path) -> tuple[Path, Path]:
 def compact_file(output: Path) -> Path:
     """The committed compact checkpoint of an unfinished run (optimize/train/loop.py): a run that
     finds no full checkpoint continues from it; it is deleted when the run finishes."""
-    from models.catalog import REPO_ROOT
-
     return REPO_ROOT / "weights" / "train-jobs" / f"{Path(output).name}.pt"
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from models.catalog import REPO_ROOT
 from models.errors import ConfigError
 from optimize.evaluate.continuations import greedy_answers
 from optimize.prune.decoder import DecoderPruneConfig, ffn_widths, importance, plan, prune_with_plan, save_recovery
@@ -300,7 +301,7 @@ def recovery_job_files(output: Path) -> tuple[Path, Path]:
 
 
 def run(prune_config: DecoderPruneConfig, recovery_config: DecoderRecoveryConfig,
-        output: Path = Path("weights/generation-smollm2-pruned"), measure_before: bool = True,
+        output: Path = REPO_ROOT / "weights/generation-smollm2-pruned", measure_before: bool = True,
         stop_after: int | None = None) -> dict:
     """Rank, prune, recover, measure; write the plan and the delta (not the weights) to `output`.
     A resumable job: recovery checkpoints and logs (`recovery_job_files`); a run that finds a

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-
+from models.catalog import REPO_ROOT
 from models.reports import save_rows
 from models.timing import forward_ms
 from optimize.evaluate import squad
@@ -26,7 +26,7 @@ GRID = ((12, 1536, 0), (10, 1280, 0), (8, 1024, 0), (6, 1536, 0), (12, 768, 0), 
         (2, 256, 0), (12, 1536, 2), (12, 1536, 3), (8, 1024, 1), (8, 1024, 2), (6, 1024, 1), (6, 768, 1))
 
 
-def run(baseline_dir: Path = Path("weights/qa-minilm-squad2"), config: TrainConfig = TrainConfig()) -> list[dict]:
+def run(baseline_dir: Path = REPO_ROOT / "weights/qa-minilm-squad2", config: TrainConfig = TrainConfig()) -> list[dict]:
     from transformers import AutoTokenizer
 
     articles = squad.load_articles(config.data)
@@ -55,7 +55,7 @@ def run(baseline_dir: Path = Path("weights/qa-minilm-squad2"), config: TrainConf
     return rows
 
 
-def recovered(candidates: list[Path], baseline_dir: Path = Path("weights/qa-minilm-squad2")) -> list[dict]:
+def recovered(candidates: list[Path], baseline_dir: Path = REPO_ROOT / "weights/qa-minilm-squad2") -> list[dict]:
     import json
 
     from optimize.evaluate.gates import beside_reference, failures
