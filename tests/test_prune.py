@@ -412,3 +412,16 @@ def test_the_commands_default_folders_are_the_checkouts_wherever_they_run_from(t
         for name in ("baseline", "output"):
             if isinstance(defaults.get(name), Path):
                 assert defaults[name].is_relative_to(REPO_ROOT) and defaults[name].is_absolute(), (command, name)
+
+
+def test_the_recovered_sweep_names_a_two_stage_pruned_model_by_its_cut(monkeypatch):
+    """`sweep-qa --recovered weights/qa-minilm-squad2-pruned` labelled the shipped pruned model "baseline" and checked
+    no gate: its cut is recorded in its first stage."""
+    from models.catalog import REPO_ROOT
+    from optimize.train import sweep_encoder
+
+    monkeypatch.setattr(sweep_encoder, "forward_ms", lambda model: 1.0)  # the labels are under test, not the timing
+    monkeypatch.setattr(sweep_encoder, "save_rows", lambda *args, **kwargs: None)  # the committed report stays
+    rows = sweep_encoder.recovered([REPO_ROOT / "weights" / "qa-minilm-squad2-pruned"])
+    assert [row["candidate"] for row in rows] == ["baseline", "4 heads / 512 FFN"]
+    assert rows[1]["gates (within 3 of baseline, both)"] != "—"

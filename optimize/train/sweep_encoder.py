@@ -63,21 +63,23 @@ def recovered(candidates: list[Path], baseline_dir: Path = REPO_ROOT / "weights/
 
     baseline = json.loads((baseline_dir / "training.json").read_text())["held_out"]
     rows = []
-    for directory in [baseline_dir, *candidates]:
+    for index, directory in enumerate([baseline_dir, *candidates]):
         training = json.loads((directory / "training.json").read_text())
-        metrics, prune_config = training["held_out"], training.get("prune")
+        # a two-stage model (the shipped `pruned`) keeps its cut in its first stage's record
+        prune_config = training.get("prune") or next((st["prune"] for st in training.get("stages", []) if "prune" in st), None)
+        metrics, candidate = training["held_out"], index > 0
         model = load(directory).eval()
-        missed = failures("qa", "torch", beside_reference(metrics, baseline)) if prune_config else []
+        missed = failures("qa", "torch", beside_reference(metrics, baseline)) if candidate else []
         rows.append({
-            "candidate": (f"{prune_config['heads_kept']} heads / {prune_config['ffn_kept']} FFN"
-                          + (f" / {prune_config['layers_dropped']} layer(s) dropped" if prune_config.get("layers_dropped") else "")
-                          if prune_config else "baseline"),
-            "recovery epochs": training["epochs"] if prune_config else "—",
+            "candidate": ("baseline" if not candidate else f"{directory.name} (its cut not recorded)" if not prune_config
+                          else f"{prune_config['heads_kept']} heads / {prune_config['ffn_kept']} FFN"
+                          + (f" / {prune_config['layers_dropped']} layer(s) dropped" if prune_config.get("layers_dropped") else "")),
+            "recovery epochs": training["epochs"] if candidate else "—",
             "encoder params (M)": round(sum(p.numel() for p in model.bert.encoder.parameters()) / 1e6, 2),
             "SQuAD 2.0 F1": metrics["overall_f1"], "HasAns / NoAns F1": f"{metrics['HasAns_f1']} / {metrics['NoAns_f1']}",
             "forced-span F1": metrics["forced_f1"], "everyday F1 (forced)": f"{metrics['everyday_f1']} ({metrics['everyday_forced_f1']})",
             "torch fp32 384 ms": round(forward_ms(model), 1),
-            "gates (within 3 of baseline, both)": ("missed: " + "; ".join(missed)) if missed else ("pass" if prune_config else "—"),
+            "gates (within 3 of baseline, both)": ("missed: " + "; ".join(missed)) if missed else ("pass" if candidate else "—"),
         })
         print(rows[-1], flush=True)
     full = rows[0]["torch fp32 384 ms"]
