@@ -375,6 +375,9 @@ def test_pruned_decoder_heads_compute_what_masking_them_computes_and_reload(tmp_
     (["--learning-rate", "0"], "--learning-rate 0.0: use a rate above 0"),
     (["--task", "generation", "--ffn-kept", "0"], "FFN neurons kept ≥ 1"),
     (["--baseline", "/nonexistent"], "/nonexistent is not a model folder (no config.json there)"),  # a Hub traceback
+    (["--task", "generation", "--save-compact", "--heads-kept", "4"], "not for --task generation: --heads-kept, "
+                                                                       "--save-compact"),  # started recovery
+    (["--steps", "5"], "not for --task qa: --steps"),
 ])
 def test_prune_refuses_numbers_it_cannot_use_before_any_work(flags, message, tmp_path, capsys):
     from optimize.__main__ import main

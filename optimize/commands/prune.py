@@ -51,9 +51,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="QA: write the running job's compact checkpoint under weights/train-jobs/ (to commit) and exit")
 
 
+QA_ONLY = ("heads_kept", "qa_layers_dropped", "epochs", "baseline", "full_data", "train_share", "batch_size", "no_bf16",
+           "freeze_word_embeddings", "no_test", "save_compact", "data")
+GENERATION_ONLY = ("layers_dropped", "ffn_pruned_share", "steps", "skip_before")
+
+
 def run(args: argparse.Namespace) -> int:
     from models.errors import InputError
 
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    defaults = vars(parser.parse_args([]))
+    ignored = [name for name in (QA_ONLY if args.task == "generation" else GENERATION_ONLY)
+               if getattr(args, name) != defaults[name]]
+    if ignored:  # `--task generation --save-compact` had started an hour of recovery
+        raise InputError(f"not for --task {args.task}: " + ", ".join("--" + name.replace("_", "-") for name in ignored))
     writable_output(args.output)
     if not 0 < args.train_share <= 1:  # 0 had failed deep in pruning with an AttributeError
         raise InputError(f"--train-share {args.train_share}: use a share in (0, 1]")
