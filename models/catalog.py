@@ -31,7 +31,8 @@ PRESETS: tuple[Preset, ...] = (
             Variant("baseline", "torch", Source("local", "weights/qa-minilm-squad2"),
                     how_to_build="python -m optimize train-qa --full-data --epochs 1 --answerable-first-epochs 0 "
                                  "--null-fraction 1.0 --answerability-weight 1.0 --batch-size 32 --output runs/qa-stage1, "
-                                 "then the same with --answerability-stage --init-from runs/qa-stage1 --learning-rate 3e-5 "
+                                 "then the same without --full-data, with --answerability-stage --init-from runs/qa-stage1 "
+                                 "--learning-rate 3e-5 "
                                  "--removed-answer-share 0.5"),
             optimized_variant("qa-minilm-squad2", "qa"),
             Variant("pruned", "torch", Source("local", "weights/qa-minilm-squad2-pruned"),

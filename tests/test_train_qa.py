@@ -221,3 +221,19 @@ def test_a_run_resumed_without_its_kept_epochs_weights_never_claims_them(tmp_pat
     assert result["kept_weights_lost"] == [kept] and training["best_epoch"] == 2
     assert training["kept_weights_lost"] == [kept] and (output / "model.safetensors").exists()
     assert torch.load(checkpoint, weights_only=False)["state"]["best"]["weights_sha256"] == sha256(output / "model.safetensors")
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--full-data", "--answerability-stage"], "not allowed with argument"),  # --full-data had been dropped silently
+    (["--no-extra-data", "--full-data"], "not allowed with argument"),  # --no-extra-data had been dropped silently
+    (["--answerability-stage"], "give the first stage's weights with --init-from"),
+    (["--stop-after", "0"], "use a whole number ≥ 1"),
+])
+def test_train_qa_refuses_flags_that_contradict_each_other(flags, message, tmp_path, capsys):
+    from optimize.__main__ import main
+
+    try:
+        code = main(["train-qa", *flags, "--output", str(tmp_path / "out")])
+    except SystemExit as exit_:  # argparse's own refusals
+        code = exit_.code
+    assert code == 2 and message in capsys.readouterr().err

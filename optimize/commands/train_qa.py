@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from models.catalog import REPO_ROOT
-from optimize.commands.common import data_options, writable_output
+from optimize.commands.common import data_options, positive_int, writable_output
 
 NAME = "train-qa"
 HELP = "fine-tune all-MiniLM-L6-v2 on SQuAD 2.0 (held-out articles)"
@@ -34,11 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--swapped-name-share", type=float, default=0.0,
                         help="share of answerable questions also asked with a name swapped for one from another article "
                              "that the paragraph lacks (unanswerable, on topic)")
-    parser.add_argument("--no-extra-data", action="store_true", help="train on the dev file's training articles only")
-    parser.add_argument("--full-data", action="store_true",
+    data = parser.add_mutually_exclusive_group()  # each sets the extra data: together, one had silently won
+    data.add_argument("--no-extra-data", action="store_true", help="train on the dev file's training articles only")
+    data.add_argument("--full-data", action="store_true",
                         help="add the whole SQuAD 1.1 training set and tune the threshold on four validation articles "
                              "(squad.WIDE_VALIDATION); the test articles stay the same")
-    parser.add_argument("--answerability-stage", action="store_true",
+    data.add_argument("--answerability-stage", action="store_true",
                         help="a second stage for a --full-data model (with --init-from): the SQuAD 2.0 files only, where "
                              "the real unanswerable questions are, validated on the same four articles")
     parser.add_argument("--more-negatives", action="store_true",
@@ -52,13 +53,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-bf16", action="store_true", help="no bf16 autocast even where the CPU has bf16 instructions")
     parser.add_argument("--save-compact", action="store_true",
                         help="write the running job's last checkpoint to weights/train-jobs/ (fp16, no AdamW state) and exit")
-    parser.add_argument("--stop-after", type=int, metavar="STEPS",
+    parser.add_argument("--stop-after", type=positive_int, metavar="STEPS",
                         help="checkpoint and stop after this many steps of this run; the same command continues "
                               "(checkpoint and log under artifacts/train-jobs/<output name>/)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from models.errors import InputError
     from optimize.train.finetune_qa import TrainConfig, train
+
+    if args.answerability_stage and args.init_from is None and not args.save_compact:
+        raise InputError("--answerability-stage is a second stage: give the first stage's weights with --init-from")
     config = TrainConfig(output=writable_output(args.output), epochs=args.epochs, learning_rate=args.learning_rate, seed=args.seed,
                          answerable_first_epochs=args.answerable_first_epochs, null_fraction=args.null_fraction,
                          init_from=args.init_from, answerability_weight=args.answerability_weight,
