@@ -35,5 +35,5 @@ def run(args: argparse.Namespace) -> int:
               if args.quick else BenchConfig())
     if args.no_app:
         config = replace(config, app=False)
-    bench_run(config, tuple(args.task or ("qa", "generation")), **({"output": args.output} if args.output else {}))
+    bench_run(config, tuple(dict.fromkeys(args.task or ("qa", "generation"))), **({"output": args.output} if args.output else {}))
     return 0

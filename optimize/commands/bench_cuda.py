@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
         config = replace(config, qa_rounds=10, warmup=2, qa_questions=20, generation_rounds=2, agreement_prompts=2)
     if args.output:
         config = replace(config, out=writable_output(args.output))
-    for task in args.task or ("qa", "generation"):
+    for task in dict.fromkeys(args.task or ("qa", "generation")):
         run_task(task, config)
         print(f"wrote {config.out / f'{task}-cuda.md'}")
     return 0

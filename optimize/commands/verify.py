@@ -17,4 +17,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from optimize.verify import run as verify
 
-    return verify(args.task or ["qa", "generation"], variants=tuple(args.variant))
+    tasks = list(dict.fromkeys(args.task or ["qa", "generation"]))  # a task or variant given twice: measured once
+    return verify(tasks, variants=tuple(dict.fromkeys(args.variant)))
