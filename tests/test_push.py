@@ -2,6 +2,7 @@
 Hub's endpoints (the real Hub cannot be reached here); we assert on what arrived."""
 import json
 import os
+from pathlib import Path
 
 from tests.fake_hub import FakeHub
 
@@ -99,6 +100,14 @@ def test_a_variant_whose_source_changed_since_its_build_is_not_pushed(built_pres
                    inputs={**manifest["inputs"], "source": str(source)}, size_bytes=manifest["size_bytes"],
                    preset=manifest["preset"], variant=manifest["variant"])
     assert "changed since it was built" in stale_source(copy)
+    # the checkout moved: the path the build recorded is gone, the source variant's folder now is the one to compare
+    moved = tmp_path / "moved"
+    shutil.copytree(built, moved)
+    write_manifest(moved, source=manifest["source"], steps=manifest["steps"], metrics=manifest["metrics"],
+                   inputs={**manifest["inputs"], "source": str(tmp_path / "gone")}, size_bytes=manifest["size_bytes"],
+                   preset=manifest["preset"], variant=manifest["variant"])
+    assert stale_source(moved, Path(manifest["inputs"]["source"])) is None
+    assert "changed since it was built" in stale_source(moved, source)
 
 
 def test_a_push_the_hub_refuses_or_cannot_hear_is_one_line(built_presets, tmp_path):
@@ -141,7 +150,8 @@ def test_a_push_checks_every_repo_name_and_the_measures_before_it_uploads(built_
         for prefix in ("org/demo-", "org/" + "d" * 80, "a/b/c", "demo"):
             bad = hub.run_python(tiny_push_script(built_presets, f"{prefix!r}, Showdown(presets=presets)"), tmp_path,
                                  HF_TOKEN=TOKEN, SHOWDOWN_ARTIFACTS=artifacts)
-            assert f"MESSAGE --repo-prefix {prefix!r} makes the repo name" in bad.stdout, bad.stdout + bad.stderr[-2000:]
+            expected = "must look like ORG/NAME" if prefix == "demo" else f"{prefix!r} makes the repo name"
+            assert f"MESSAGE --repo-prefix {expected}" in bad.stdout, bad.stdout + bad.stderr[-2000:]
         assert hub.requests == [] and hub.repos == {}  # refused before the first request
         unmeasured = hub.run_python(tiny_push_script(built_presets, "'org/demo', Showdown(presets=presets)"), tmp_path,
                                     HF_TOKEN=TOKEN, SHOWDOWN_ARTIFACTS=artifacts)

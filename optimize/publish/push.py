@@ -31,12 +31,15 @@ def repo_id(prefix: str, task: str, variant: str) -> str:
 
 def pushed_preset_name(api: HfApi, repo: str) -> str | None:
     """The preset an earlier push put in `repo`, or None (no such repo, or pushed before the marker)."""
-    from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
+    from huggingface_hub.errors import RepositoryNotFoundError
 
-    try:
-        return json.loads(Path(api.hf_hub_download(repo, MARKER)).read_text()).get("preset")
-    except (EntryNotFoundError, RepositoryNotFoundError):
+    try:  # one request, as the rest of push makes them: a Hub that cannot be reached fails here, at once
+        info = api.model_info(repo)
+    except RepositoryNotFoundError:
         return None
+    if MARKER not in {sibling.rfilename for sibling in info.siblings or []}:
+        return None
+    return json.loads(Path(api.hf_hub_download(repo, MARKER)).read_text()).get("preset")
 
 
 def variant_card(preset: Preset, variant: Variant, path: Path, report: Report | None, prefix: str,
@@ -152,13 +155,14 @@ def published_manifest(path: Path) -> dict:
     return manifest
 
 
-def stale_source(path: Path) -> str | None:
+def stale_source(path: Path, source: Path | None = None) -> str | None:
     """Why a built variant is no longer what its source makes (its metrics were measured against the old source), or
-    None: a retrained baseline leaves `optimized` loadable and "ready", and pushing it would publish old numbers."""
+    None: a retrained baseline leaves `optimized` loadable and "ready", and pushing it would publish old numbers.
+    `source`: where the source variant is now (the path its build recorded is gone once the checkout moves)."""
     from models.manifest import source_fingerprint
 
     inputs = (read_manifest(path) or {}).get("inputs", {})
-    source = Path(inputs.get("source", ""))
+    source = Path(source or inputs.get("source", ""))
     if inputs.get("source_sha256") and source.is_dir() and source_fingerprint(source) != inputs["source_sha256"]:
         return f"its source {source} changed since it was built: rebuild it (python -m optimize build) and push again"
     return None
@@ -175,13 +179,12 @@ def push(prefix: str, showdown: Showdown | None = None, private: bool = False, t
     from models.catalog import presets_from_environment
     from models.recorded import PROMISE_RECORD, promise_record
 
+    if "/" not in prefix:
+        raise InputError(f"--repo-prefix must look like ORG/NAME, not {prefix!r}")
     showdown = showdown or Showdown(presets=presets_from_environment(hub=False))
-    for target in ([prefix] if "/" not in prefix else
-                   [repo_id(prefix, task, v.name) for task, preset in showdown.presets.items() for v in preset.variants]):
+    for target in [repo_id(prefix, task, v.name) for task, preset in showdown.presets.items() for v in preset.variants]:
         try:
             validate_repo_id(target)
-            if "/" not in target:
-                raise HFValidationError("no ORG/ part")
         except HFValidationError as error:
             raise InputError(f"--repo-prefix {prefix!r} makes the repo name {target!r}, which the Hub refuses "
                              f"({str(error).splitlines()[0]}): use ORG/NAME, letters, digits, '-', '_' or '.'") from None
@@ -197,7 +200,8 @@ def push(prefix: str, showdown: Showdown | None = None, private: bool = False, t
                 log.info("%s/%s not pushed: %s", task, variant.name, status["detail"])
                 continue
             path = Path(status["folder"])
-            if stale := stale_source(path):
+            source = showdown.variant_status(task, variant.built_from).get("folder") if variant.built_from else None
+            if stale := stale_source(path, Path(source) if source else None):
                 log.warning("%s/%s not pushed: %s", task, variant.name, stale)
                 continue
             shown = showdown.accuracy(task, variant.name, path)
