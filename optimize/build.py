@@ -117,7 +117,8 @@ def _build_onnx(target: BuildTarget, recipe: OnnxRecipe | None, force: bool, pro
         return target.directory
     inputs = target.inputs
     rejected: list[dict] = []
-    measured = evaluate and strict and not cuda  # only a gated CPU build's rejections are worth recording
+    # only a gated CPU build of the default ladder has rejections worth recording (one explicit recipe is no ladder)
+    measured = evaluate and strict and not cuda and recipe is None
     known = ladder_record.known_rejections(preset.name, variant_name, inputs["source_sha256"], inputs.get("gated_on")) if measured else {}
     with tempfile.TemporaryDirectory(prefix="ladder-") as shared:  # graphs the rungs have in common, made once
         for index, candidate in enumerate(ladder):

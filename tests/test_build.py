@@ -374,3 +374,22 @@ def test_a_recipe_field_added_later_keeps_naming_the_rungs_recorded_before_it():
     assert canonical(asdict(replace(GGUF_Q4, minimum_bits=8))) != canonical(before)
     assert canonical(asdict(replace(GGUF_Q4, minimum_bits=8, fold_minimums=True))) != canonical(
         asdict(replace(GGUF_Q4, minimum_bits=8)))
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--task", "qa", "--preset", "generation-smollm2", "--variant", "baseline"], "is a generation preset, not a qa one"),
+    (["--task", "qa", "--variant", "baseline", "--reading-questions", "-5", "--name", "x"],
+     "only with --model: --name, --reading-questions"),
+    (["--task", "qa", "--variant", "baseline", "--recipe", "int8"], "baseline is not built with a recipe"),
+    (["--task", "generation", "--variant", "pruned-optimized", "--recipe", "int8", "--full-ladder"],
+     "--full-ladder measures the default ladder"),  # had replaced the committed ladder record with one rung's
+    (["--task", "qa", "--variant", "baseline", "--variant", "Optimized"], "Unknown variant 'Optimized'"),
+])
+def test_a_catalog_build_refuses_what_it_cannot_do_before_building_anything(flags, message, capsys):
+    """Each had been ignored (the other task's preset built under --task qa; --model's flags, even invalid ones), or
+    found only after the variants before it had built."""
+    from optimize.__main__ import main
+
+    assert main(["build", *flags, "--no-eval"] if "--full-ladder" not in flags else ["build", *flags]) == 2
+    printed = capsys.readouterr()
+    assert message in printed.err and printed.out == "", printed

@@ -32,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             help="measure every recipe rung again, also those recorded as rejected for this source "
                                  "(optimize/quantize/ladder_record.json), and record the result")
     parser.add_argument("--allow-missed-gates", action="store_true",
-                            help="publish a variant that misses an accuracy gate, recording the miss (default: fail)")
+                            help="publish the first recipe even if it misses an accuracy gate, recording the miss; "
+                                 "the ladder's other recipes are not tried (default: fail, or take the next recipe)")
     parser.add_argument("--model", metavar="ID_OR_PATH",
                             help="your model (a Hub id or a folder): add it to the user catalog and build all four variants")
     parser.add_argument("--name", help="with --model: the preset's name (default: from the model id)")
@@ -54,14 +55,41 @@ def run(args: argparse.Namespace) -> int:
         if args.model:
             return _build_model(args)
         chosen = preset(args.preset) if args.preset else default_preset(args.task)
+        variants = args.variant or ["optimized"]
+        check_catalog_build(args, chosen, [chosen.variant(name) for name in variants])  # all before minutes of work
         recipe = named_recipe(chosen.task, args.recipe) if args.recipe else None
-        for variant in args.variant or ["optimized"]:
+        for variant in variants:
             print(build_variant(chosen, variant, recipe=recipe, force=args.force or args.full_ladder,
                                 evaluate=not args.no_eval, strict=not args.allow_missed_gates, full_ladder=args.full_ladder))
     except (InputError, VariantUnavailable, GateFailed) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0
+
+
+def check_catalog_build(args: argparse.Namespace, chosen, variants: list) -> None:
+    """What a catalog build cannot do, said before it starts: each had been ignored, or (`--full-ladder --recipe`)
+    had replaced the committed record of the default ladder's rejected rungs with one rung's."""
+    from models.errors import InputError
+
+    if chosen.task != args.task:
+        raise InputError(f"{chosen.name} is a {chosen.task} preset, not a {args.task} one")
+    defaults = vars(_parser().parse_args(["--task", args.task]))
+    model_only = [name for name in ("name", "revision", "reading_questions", *PRUNE_FLAGS)
+                  if getattr(args, name) != defaults[name]]
+    if model_only:
+        raise InputError("only with --model: " + ", ".join("--" + name.replace("_", "-") for name in model_only))
+    if args.recipe and (not_onnx := [v.name for v in variants if v.runtime != "onnxruntime"]):
+        raise InputError(f"--recipe is for the ONNX variants; {', '.join(not_onnx)} is not built with a recipe")
+    if args.full_ladder and (args.recipe or args.no_eval or args.allow_missed_gates):
+        raise InputError("--full-ladder measures the default ladder with its gates: not with --recipe, --no-eval or "
+                         "--allow-missed-gates")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser
 
 
 def check_model_folder(model: Path, task: str) -> None:
