@@ -230,7 +230,7 @@ def serve(showdown: Showdown, measurer: MeasureHere | None = None, **launch_kwar
     return demo
 
 
-def main(start: settings.StartSettings) -> int:
+def main(start: StartSettings) -> int:
     configure_logging()
     # gradio 6.17 reads starlette's renamed 422 constant on every queue join; the warning is its, not ours
     warnings.filterwarnings("ignore", message=".*HTTP_422_UNPROCESSABLE_ENTITY.*")

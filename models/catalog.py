@@ -74,12 +74,17 @@ PRESETS: tuple[Preset, ...] = (
 )
 
 
+def pushed_repo(prefix: str, task: Task, variant: str) -> str:
+    """The Hub repo `python -m optimize push --repo-prefix PREFIX` writes a variant to (a repo per variant)."""
+    return f"{prefix}-{task}-{variant}"
+
+
 def pushed_preset(prefix: str, task: Task) -> Preset:
     """The default preset's variants as pushed by `python -m optimize push --repo-prefix PREFIX`:
     every variant from its own Hub repo PREFIX-<task>-<variant>."""
     base = default_preset(task)
     return Preset(name=f"{base.name}-hub", task=task, title=f"{base.title} from {prefix}", fetch_on_start=True,
-                  variants=tuple(Variant(v.name, v.runtime, Source("hub", f"{prefix}-{task}-{v.name}"), steps=v.steps,
+                  variants=tuple(Variant(v.name, v.runtime, Source("hub", pushed_repo(prefix, task, v.name)), steps=v.steps,
                                          how_to_build=f"push it first: python -m optimize push --repo-prefix {prefix}")
                                  for v in base.variants))
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from models.errors import InputError
 from models.preset import PruneSpec
-from optimize.commands.common import config_flags, config_from
+from optimize.commands.common import config_flags, config_from, flags_given
 
 NAME = "build"
 HELP = "build variants: ONNX export, graph optimization, INT8/FP16"
@@ -70,26 +70,16 @@ def run(args: argparse.Namespace) -> int:
 def check_catalog_build(args: argparse.Namespace, chosen, variants: list) -> None:
     """What a catalog build cannot do, said before it starts: each had been ignored, or (`--full-ladder --recipe`)
     had replaced the committed record of the default ladder's rejected rungs with one rung's."""
-    from models.errors import InputError
-
     if chosen.task != args.task:
         raise InputError(f"{chosen.name} is a {chosen.task} preset, not a {args.task} one")
-    defaults = vars(_parser().parse_args(["--task", args.task]))
-    model_only = [name for name in ("name", "revision", "reading_questions", *PRUNE_FLAGS)
-                  if getattr(args, name) != defaults[name]]
-    if model_only:
-        raise InputError("only with --model: " + ", ".join("--" + name.replace("_", "-") for name in model_only))
+    if model_only := flags_given(args, add_arguments, ("name", "revision", "reading_questions", *PRUNE_FLAGS),
+                                 "--task", args.task):
+        raise InputError("only with --model: " + ", ".join(model_only))
     if args.recipe and (not_onnx := [v.name for v in variants if v.runtime != "onnxruntime"]):
         raise InputError(f"--recipe is for the ONNX variants; {', '.join(not_onnx)} is not built with a recipe")
     if args.full_ladder and (args.recipe or args.no_eval or args.allow_missed_gates):
         raise InputError("--full-ladder measures the default ladder with its gates: not with --recipe, --no-eval or "
                          "--allow-missed-gates")
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    return parser
 
 
 def check_model_folder(model: Path, task: str) -> None:

@@ -20,6 +20,15 @@ def positive_int(text: str) -> int:
     return value
 
 
+def flags_given(args: argparse.Namespace, add_arguments, names, *required: str) -> list[str]:
+    """Which of `names` the command line set away from their defaults (as `--flag`): what a command refuses where it
+    would ignore them. `required`: the arguments the parser needs to parse an otherwise empty command line."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    defaults = vars(parser.parse_args(list(required)))
+    return ["--" + name.replace("_", "-") for name in names if getattr(args, name) != defaults[name]]
+
+
 def data_options(config, args: argparse.Namespace) -> None:
     """--no-bf16, --full-data, --answerability-stage and --data (where the command has them):
     train-qa, prune and sweep-qa."""

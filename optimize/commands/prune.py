@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from models.catalog import REPO_ROOT
-from optimize.commands.common import data_options, positive_int, writable_output
+from optimize.commands.common import data_options, flags_given, positive_int, writable_output
 
 NAME = "prune"
 HELP = "structured pruning + distillation recovery"
@@ -59,13 +59,8 @@ GENERATION_ONLY = ("layers_dropped", "ffn_pruned_share", "steps", "skip_before")
 def run(args: argparse.Namespace) -> int:
     from models.errors import InputError
 
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    defaults = vars(parser.parse_args([]))
-    ignored = [name for name in (QA_ONLY if args.task == "generation" else GENERATION_ONLY)
-               if getattr(args, name) != defaults[name]]
-    if ignored:  # `--task generation --save-compact` had started an hour of recovery
-        raise InputError(f"not for --task {args.task}: " + ", ".join("--" + name.replace("_", "-") for name in ignored))
+    if ignored := flags_given(args, add_arguments, QA_ONLY if args.task == "generation" else GENERATION_ONLY):
+        raise InputError(f"not for --task {args.task}: {', '.join(ignored)}")  # `--save-compact` had started recovery
     writable_output(args.output)
     if not 0 < args.train_share <= 1:  # 0 had failed deep in pruning with an AttributeError
         raise InputError(f"--train-share {args.train_share}: use a share in (0, 1]")
@@ -83,9 +78,11 @@ def _generation(args: argparse.Namespace) -> int:
     from optimize.train import recover_decoder
 
     result = recover_decoder.run(
-        decoder.DecoderPruneConfig(layers_dropped=args.layers_dropped, ffn_kept=1536 if args.ffn_kept is None else args.ffn_kept,
+        decoder.DecoderPruneConfig(layers_dropped=args.layers_dropped,
+                                   ffn_kept=1536 if args.ffn_kept is None else args.ffn_kept,
                                    ffn_pruned_share=args.ffn_pruned_share),
-        recover_decoder.DecoderRecoveryConfig(steps=args.steps, learning_rate=1e-3 if args.learning_rate is None else args.learning_rate, threads=args.threads),
+        recover_decoder.DecoderRecoveryConfig(steps=args.steps, threads=args.threads,
+                                              learning_rate=1e-3 if args.learning_rate is None else args.learning_rate),
         args.output or REPO_ROOT / "weights/generation-smollm2-pruned", measure_before=not args.skip_before,
         stop_after=args.stop_after)
     if "stopped_at_step" in result:
@@ -105,7 +102,8 @@ def _qa(args: argparse.Namespace) -> int:
 
     # distillation: the teacher already knows "no answer", so no curriculum; half the null windows
     config = TrainConfig(output=args.output or REPO_ROOT / "weights/qa-minilm-squad2-pruned", epochs=args.epochs,
-                         learning_rate=1e-4 if args.learning_rate is None else args.learning_rate, answerable_first_epochs=0, threads=args.threads,
+                         learning_rate=1e-4 if args.learning_rate is None else args.learning_rate,
+                         answerable_first_epochs=0, threads=args.threads,
                          batch_size=args.batch_size, score_test=not args.no_test)
     data_options(config, args)
     if args.save_compact:

@@ -14,6 +14,7 @@ from pathlib import Path
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, ModelCard, ModelCardData
 
 from models.catalog import Preset, Variant
+from models.catalog import pushed_repo as repo_id
 from models.errors import InputError
 from models.manifest import read_manifest
 from models.reports import REPORTS_DIR, Report
@@ -23,10 +24,6 @@ log = logging.getLogger("optimize.publish.push")
 
 
 MARKER = "showdown.json"  # which preset's variant a repo holds: a second preset pushed to the same prefix is refused
-
-
-def repo_id(prefix: str, task: str, variant: str) -> str:
-    return f"{prefix}-{task}-{variant}"
 
 
 def pushed_preset_name(api: HfApi, repo: str) -> str | None:
@@ -173,21 +170,17 @@ def push(prefix: str, showdown: Showdown | None = None, private: bool = False, t
     """Upload every ready variant of the app's presets (never the Hub's own, SHOWDOWN_HUB_PREFIX); returns the repo
     ids written. Every repo name is checked before the first request, so that a bad prefix uploads nothing. A variant
     whose accuracy was never measured (`build --no-eval`) is left out unless `allow_unmeasured`."""
-    from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils import validate_repo_id
-
     from models.catalog import presets_from_environment
     from models.recorded import PROMISE_RECORD, promise_record
+    from optimize.publish.space import refused_repo_id
 
     if "/" not in prefix:
         raise InputError(f"--repo-prefix must look like ORG/NAME, not {prefix!r}")
     showdown = showdown or Showdown(presets=presets_from_environment(hub=False))
     for target in [repo_id(prefix, task, v.name) for task, preset in showdown.presets.items() for v in preset.variants]:
-        try:
-            validate_repo_id(target)
-        except HFValidationError as error:
+        if why := refused_repo_id(target):
             raise InputError(f"--repo-prefix {prefix!r} makes the repo name {target!r}, which the Hub refuses "
-                             f"({str(error).splitlines()[0]}): use ORG/NAME, letters, digits, '-', '_' or '.'") from None
+                             f"({why}): use ORG/NAME, letters, digits, '-', '_' or '.'")
     api = HfApi(token=token)
     pushed = []
     for task, preset in showdown.presets.items():

@@ -28,6 +28,21 @@ REQUIREMENTS: dict[str, str] = {"cpu": "requirements.txt", "gpu": "requirements-
 PREFIX_VARIABLE = "SHOWDOWN_HUB_PREFIX"  # what models.showdown.Showdown.from_environment reads
 
 
+def refused_repo_id(repo: str) -> str | None:
+    """Why the Hub would refuse `repo` as an ORG/NAME repo id, or None (push and deploy-space check every name before
+    their first request)."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    if repo.count("/") != 1:
+        return "no ORG/ part" if "/" not in repo else "more than one '/'"
+    try:
+        validate_repo_id(repo)
+    except HFValidationError as error:
+        return str(error).splitlines()[0]
+    return None
+
+
 @dataclass(frozen=True)
 class SpaceConfig:
     space: str  # ORG/NAME of the Space
@@ -36,20 +51,12 @@ class SpaceConfig:
     private: bool = False
 
     def __post_init__(self) -> None:
-        from huggingface_hub.errors import HFValidationError
-        from huggingface_hub.utils import validate_repo_id
-
         # the prefix as push extends it: "org/demo-" would make "org/demo--qa-baseline", which the Hub refuses
-        for option, value in (("--space", self.space), ("--hub-prefix", self.hub_prefix),
-                              ("--hub-prefix", f"{self.hub_prefix}-generation-pruned-optimized")):
-            try:
-                validate_repo_id(value)
-                valid = value.count("/") == 1
-            except HFValidationError:
-                valid = False
-            if not valid:
-                raise ConfigError(f"{option} must look like ORG/NAME (letters, digits, '-', '_' or '.'), not "
-                                  f"'{value.removesuffix('-generation-pruned-optimized')}'.")
+        for option, value, names in (("--space", self.space, [self.space]),
+                                     ("--hub-prefix", self.hub_prefix, pushed_names(self.hub_prefix))):
+            if any(refused_repo_id(name) for name in names):
+                raise ConfigError(f"{option} must look like ORG/NAME (letters, digits, '-', '_' or '.'), "
+                                  f"not '{value}'.")
         if self.device not in REQUIREMENTS:
             raise ConfigError(f"--device must be one of {', '.join(REQUIREMENTS)}, not '{self.device}'.")
 
@@ -62,10 +69,14 @@ def space_files(device: Device = "cpu") -> dict[str, Path]:
     return files
 
 
+def pushed_names(prefix: str) -> list[str]:
+    """Every variant repo `python -m optimize push --repo-prefix PREFIX` writes."""
+    return [v.source.location for task in ("qa", "generation") for v in pushed_preset(prefix, task).variants]
+
+
 def pushed_repos(api: HfApi, prefix: str) -> list[str]:
     """The variant repos under `prefix` that exist: the app serves these, reports the others unavailable."""
-    repos = [v.source.location for task in ("qa", "generation") for v in pushed_preset(prefix, task).variants]
-    return [repo for repo in repos if api.repo_exists(repo)]
+    return [repo for repo in pushed_names(prefix) if api.repo_exists(repo)]
 
 
 def deploy(config: SpaceConfig, token: str | None = None) -> list[str]:
