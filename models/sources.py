@@ -22,11 +22,17 @@ def package_file(package: str, relative: str) -> Path:
     return path
 
 
+PYTORCH_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
+
+
 def model_folder(path: Path) -> Path:
-    """A local model folder a command was given: said plainly when it is not one (transformers would take the path
-    for a Hub id and fail on its characters)."""
+    """A local PyTorch model folder a command was given: said plainly when it is not one (transformers would take the
+    path for a Hub id and fail on its characters, or fail on an ONNX variant's folder in a paragraph)."""
     if not (Path(path) / "config.json").is_file():
         raise ConfigError(f"{path} is not a model folder (no config.json there)")
+    if not any((Path(path) / name).is_file() for name in PYTORCH_WEIGHTS):
+        onnx = " (it holds an ONNX model)" if any(Path(path).glob("*.onnx")) else ""
+        raise ConfigError(f"{path} has no PyTorch weights (model.safetensors){onnx}: give a PyTorch model's folder")
     return Path(path)
 
 

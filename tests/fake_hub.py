@@ -1,7 +1,7 @@
 """A local HTTP server that plays the Hub endpoints huggingface_hub uses to create a repo,
 commit files (preupload answering "regular", then the NDJSON commit with base64 contents) and
 download a snapshot (model info at a revision, HEAD + GET on resolve URLs), set a repo's visibility and a Space's
-variables, so the real Hub code runs against this machine. Point HF_ENDPOINT at it. It records the
+variables and secrets, so the real Hub code runs against this machine. Point HF_ENDPOINT at it. It records the
 Authorization headers it saw."""
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ class FakeHub:
         self.repos: dict[str, dict[str, bytes]] = {}  # repo id -> file name -> content
         self.repo_types: dict[str, str] = {}  # repo id -> "model" / "space" / "dataset"
         self.variables: dict[str, dict[str, str]] = {}  # Space id -> variable -> value
+        self.secrets: dict[str, dict[str, str]] = {}  # Space id -> secret -> value (the Hub never shows them back)
         self.requests: list[str] = []
         self.authorizations: list[str] = []
         self.write_token: str | None = None  # set: a write with another token is refused with 401, as the Hub does
@@ -72,6 +73,10 @@ class FakeHub:
                     files = [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
                              for f in json.loads(body)["files"]]
                     return self._send(200, json.dumps({"files": files}).encode(), {}, True)
+                if secret := re.match(r"/api/spaces/(.+)/secrets$", path):
+                    request = json.loads(body)
+                    hub.secrets.setdefault(secret.group(1), {})[request["key"]] = request["value"]
+                    return self._send(200, b"{}", {}, True)
                 if path.startswith("/api/spaces/") and path.endswith("/variables"):
                     request = json.loads(body)
                     values = hub.variables.setdefault(path[len("/api/spaces/"):-len("/variables")], {})
@@ -93,8 +98,8 @@ class FakeHub:
             def _serve(self, body: bool) -> None:
                 path = unquote(urlparse(self.path).path)
                 hub.requests.append(f"{self.command} {path}")
-                if path.startswith("/api/models/"):
-                    repo, _, revision = path[len("/api/models/"):].partition("/revision/")
+                if info := re.match(r"/api/(?:models|spaces|datasets)/(.+)$", path):
+                    repo, _, revision = info.group(1).partition("/revision/")
                     return self._info(repo.strip("/"), revision or "main", body)
                 if "/resolve/" in path:
                     repo, _, rest = path.strip("/").partition("/resolve/")

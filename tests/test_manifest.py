@@ -68,6 +68,8 @@ def test_the_offline_commands_turn_a_users_mistake_into_one_line(tmp_path, capsy
 
     assert main(["bench", "--render", "--output", str(tmp_path)]) == 2
     assert f"error: no {tmp_path / 'bench.json'} to render: run `python -m optimize bench` first" in capsys.readouterr().err
+    assert main(["bench", "--render", "--quick", "--task", "qa", "--output", str(tmp_path)]) == 2  # ignored, silently
+    assert "error: --render times nothing: --task, --quick would be ignored" in capsys.readouterr().err
     assert main(["push", "--repo-prefix", "noslash"]) == 2
     assert "error: --repo-prefix must look like ORG/NAME, not 'noslash'" in capsys.readouterr().err
     assert main(["build", "--model", str(tmp_path / "nowhere" / "mymodel"), "--task", "qa"]) == 2
@@ -96,12 +98,17 @@ def test_training_and_pruning_refuse_a_value_no_run_can_use_before_writing_anyth
     out = tmp_path / "out"
     blocker = tmp_path / "a-file"
     blocker.write_text("")
+    onnx_variant = tmp_path / "onnx-variant"  # an ONNX variant's folder: transformers failed on it in a paragraph
+    onnx_variant.mkdir()
+    (onnx_variant / "config.json").write_text("{}")
+    (onnx_variant / "model.onnx").write_bytes(b"")
     cases = {
         ("train-qa", "--epochs", "0"): "error: epochs 0: each must be at least 1",
         ("train-qa", "--negatives-share", "1.5", "--output", str(out)): "error: negatives 1.5: shares are between 0 and 1",
         ("train-qa", "--init-from", str(tmp_path / "none"), "--output", str(out)): "none is not a model folder (no config.json there)",
         ("diagnose-qa", "--weights", str(tmp_path)): f"error: {tmp_path} is not a model folder",
         ("remeasure-qa", "--weights", str(tmp_path)): f"error: {tmp_path} is not a model folder",
+        ("diagnose-qa", "--weights", str(onnx_variant)): "has no PyTorch weights (model.safetensors) (it holds an ONNX model)",
         ("prune", "--task", "qa", "--heads-kept", "0", "--output", str(out)): "heads and FFN neurons kept must be ≥ 1",
         ("prune", "--task", "qa", "--heads-kept", "13", "--output", str(out)): "the model has 12 heads",
         ("prune", "--task", "generation", "--steps", "0", "--output", str(out)): "steps, batch size, rank and threads must be ≥ 1",

@@ -81,6 +81,38 @@ def test_deploy_without_a_token_or_space_name_skips_in_the_workflow_and_fails_by
     assert hub.requests == [] and hub.repos == {}
 
 
+def test_a_second_deploy_removes_what_the_first_left_of_the_app_and_keeps_what_is_not_the_apps(tmp_path):
+    """A module removed from the checkout stayed on the Space and could be imported there."""
+    with FakeHub() as hub:
+        hub.repos[f"{PREFIX}-qa-baseline"] = {"config.json": b"{}"}
+        hub.repos[SPACE], hub.repo_types[SPACE] = {".gitattributes": b"*.png filter=lfs\n", "notes.txt": b"mine",
+                                                   "models/retired.py": b"OLD = 1\n", "reports/old.md": b"old",
+                                                   "app.py": b"old app"}, "space"
+        done = deploy(hub, tmp_path)
+        files = hub.repos[SPACE]
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "models/retired.py" not in files and "reports/old.md" not in files
+    assert files[".gitattributes"] == b"*.png filter=lfs\n" and files["notes.txt"] == b"mine"
+    assert files["app.py"] == (REPO_ROOT / "app.py").read_bytes()
+    assert sorted(set(files) - {".gitattributes", "notes.txt"}) == sorted(space_files())
+    assert ", removed 2 an earlier deploy left," in done.stdout
+
+
+def test_private_variant_repos_are_named_and_the_token_is_stored_as_a_space_secret_only_when_asked(tmp_path):
+    """A Space cannot read private repos without a token: it served every variant as unavailable, silently."""
+    with FakeHub() as hub:
+        hub.repos[f"{PREFIX}-qa-baseline"] = hub.repos[f"{PREFIX}-qa-pruned"] = {"config.json": b"{}"}
+        hub.private.add(f"{PREFIX}-qa-pruned")
+        warned = deploy(hub, tmp_path)
+        secrets_after_warning = dict(hub.secrets)
+        stored = deploy(hub, tmp_path, "--token-secret")
+    assert warned.returncode == 0 and stored.returncode == 0, warned.stderr[-2000:] + stored.stderr[-2000:]
+    assert warned.stderr.startswith("warning: 1 variant repos are private (showdown-org/demo-qa-pruned)")
+    assert "--token-secret" in warned.stderr and secrets_after_warning == {}
+    assert hub.secrets == {SPACE: {"HF_TOKEN": TOKEN}}
+    assert "secret HF_TOKEN" in stored.stdout and TOKEN not in warned.stdout + warned.stderr + stored.stdout + stored.stderr
+
+
 def test_deploy_says_what_to_do_when_nothing_was_pushed_or_a_name_is_malformed(tmp_path):
     with FakeHub() as hub:
         unpushed = deploy(hub, tmp_path)

@@ -23,9 +23,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from optimize.bench.run import BenchConfig, render
     from optimize.bench.run import run as bench_run
-    from optimize.commands.common import writable_output
+    from models.errors import InputError
+    from optimize.commands.common import flags_given, writable_output
 
     writable_output(args.output)
+    if args.render and (timing := flags_given(args, add_arguments, ("task", "quick", "no_app"))):
+        raise InputError(f"--render times nothing: {', '.join(timing)} would be ignored")  # they were, silently
     if args.render:
         render(**({"output": args.output} if args.output else {}))
         return 0

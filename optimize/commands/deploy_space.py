@@ -12,10 +12,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hub-prefix", help="the --repo-prefix given to push (default: $SHOWDOWN_HUB_PREFIX)")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                         help="the Space's hardware: gpu installs requirements-gpu.txt (CUDA builds of ONNX Runtime)")
-    parser.add_argument("--private", action="store_true")
+    parser.add_argument("--private", action="store_true", help="make the Space private")
+    parser.add_argument("--token-secret", action="store_true",
+                        help="store this token as the Space's secret HF_TOKEN, which private variant repos need "
+                             "(a read token is enough there)")
 
 
 def run(args: argparse.Namespace) -> int:
     from optimize.publish.space import run as deploy
 
-    return deploy(args.space, args.hub_prefix, args.device, args.private)  # a bad token or name: one line (__main__)
+    return deploy(args.space, args.hub_prefix, args.device, args.private, args.token_secret)  # a bad token or name: one line (__main__)

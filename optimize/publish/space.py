@@ -6,15 +6,21 @@ The GitHub workflow (.github/workflows/deploy-space.yml) is a thin shell over `r
 only huggingface_hub, so this module imports nothing heavier. There, without a token or a Space name, it
 prints one line and succeeds: forks and pull requests have no secrets, and that is no failure. By hand it fails.
 The token comes from HF_TOKEN (huggingface_hub's own lookup) and is never printed.
+
+Each deploy leaves the Space exactly the app of this checkout: files of the app's own layout that an earlier deploy
+uploaded and this one does not (a module since removed) are deleted in the same commit; files outside that layout
+(the Hub's .gitattributes, a file a person added) stay. Private variant repos need a token on the Space to be read:
+deploy-space says so, and with --token-secret stores its token as the Space's secret HF_TOKEN.
 """
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from huggingface_hub import CommitOperationAdd, HfApi, get_token
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, get_token
 
 from models.catalog import REPO_ROOT, pushed_preset
 from models.errors import ConfigError
@@ -26,6 +32,10 @@ SPACE_FILES = ("app.py", "README.md", "models/*.py", "ui/*.py", "optimize/**/*.p
 # A Space installs `requirements.txt` only; on GPU hardware it gets the CUDA builds of ONNX Runtime.
 REQUIREMENTS: dict[str, str] = {"cpu": "requirements.txt", "gpu": "requirements-gpu.txt"}
 PREFIX_VARIABLE = "SHOWDOWN_HUB_PREFIX"  # what models.showdown.Showdown.from_environment reads
+TOKEN_SECRET = "HF_TOKEN"  # a Space's secrets are its environment; huggingface_hub reads this one
+# The layout deploy-space owns in a Space: what it uploads now, and what an earlier deploy may have left
+OWNED_FILES = ("app.py", "README.md", "requirements.txt")
+OWNED_FOLDERS = ("models/", "ui/", "optimize/", "reports/", "docs/")
 
 
 def refused_repo_id(repo: str) -> str | None:
@@ -49,6 +59,7 @@ class SpaceConfig:
     hub_prefix: str  # ORG/NAME given to `python -m optimize push --repo-prefix`
     device: Device = "cpu"
     private: bool = False
+    token_secret: bool = False  # store the deploying token as the Space's secret HF_TOKEN (private variant repos)
 
     def __post_init__(self) -> None:
         # the prefix as push extends it: "org/demo-" would make "org/demo--qa-baseline", which the Hub refuses
@@ -74,28 +85,61 @@ def pushed_names(prefix: str) -> list[str]:
     return [v.source.location for task in ("qa", "generation") for v in pushed_preset(prefix, task).variants]
 
 
-def pushed_repos(api: HfApi, prefix: str) -> list[str]:
-    """The variant repos under `prefix` that exist: the app serves these, reports the others unavailable."""
-    return [repo for repo in pushed_names(prefix) if api.repo_exists(repo)]
+def pushed_repos(api: HfApi, prefix: str) -> dict[str, bool]:
+    """The variant repos under `prefix` that exist -> private? (the app serves these, reports the others unavailable)."""
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    found = {}
+    for repo in pushed_names(prefix):
+        try:
+            found[repo] = bool(api.model_info(repo).private)
+        except RepositoryNotFoundError:
+            continue
+    return found
 
 
-def deploy(config: SpaceConfig, token: str | None = None) -> list[str]:
-    """Create the Space if needed, point it at the pushed repos, upload the app; returns the names uploaded."""
+def stale_files(api: HfApi, space: str, uploading: dict[str, Path]) -> list[str]:
+    """Files of the app's layout already in the Space that this deploy does not upload (an earlier deploy's)."""
+    if not api.repo_exists(space, repo_type="space"):
+        return []
+    present = [s.rfilename for s in api.space_info(space).siblings or []]
+    return sorted(name for name in present if name not in uploading
+                  and (name in OWNED_FILES or name.startswith(OWNED_FOLDERS)))
+
+
+@dataclass(frozen=True)
+class Deployed:
+    uploaded: list[str]
+    deleted: list[str]  # an earlier deploy's files this checkout no longer has
+    private_repos: list[str]  # variant repos the Space reads only with a token
+
+
+def deploy(config: SpaceConfig, token: str | None = None) -> Deployed:
+    """Create the Space if needed, point it at the pushed repos, upload the app and remove what an earlier deploy
+    left of it, in one commit."""
     api = HfApi(token=token)
-    if not pushed_repos(api, config.hub_prefix):
+    repos = pushed_repos(api, config.hub_prefix)
+    if not repos:
         raise ConfigError(f"No variant repo under '{config.hub_prefix}' on the Hub: run "
                           f"`python -m optimize push --repo-prefix {config.hub_prefix}` first.")
+    files = space_files(config.device)
+    stale = stale_files(api, config.space, files)
     api.create_repo(config.space, repo_type="space", space_sdk="gradio", exist_ok=True, private=config.private)
     api.add_space_variable(config.space, PREFIX_VARIABLE, config.hub_prefix,
                            description="Hub repos the app serves (written by python -m optimize push)")
-    files = space_files(config.device)
-    api.create_commit(config.space, [CommitOperationAdd(name, str(path)) for name, path in files.items()],
-                      repo_type="space", commit_message=f"Inference Showdown app ({config.device}), "
-                                                        f"variants from {config.hub_prefix}")
-    return sorted(files)
+    private = sorted(repo for repo, is_private in repos.items() if is_private)
+    if private and config.token_secret:
+        api.add_space_secret(config.space, TOKEN_SECRET, token,
+                             description="reads the private variant repos (python -m optimize deploy-space --token-secret)")
+    operations = ([CommitOperationAdd(name, str(path)) for name, path in files.items()]
+                  + [CommitOperationDelete(name) for name in stale])
+    api.create_commit(config.space, operations, repo_type="space",
+                      commit_message=f"Inference Showdown app ({config.device}), variants from {config.hub_prefix}")
+    return Deployed(sorted(files), stale, private)
 
 
-def run(space: str | None, hub_prefix: str | None, device: Device = "cpu", private: bool = False) -> int:
+def run(space: str | None, hub_prefix: str | None, device: Device = "cpu", private: bool = False,
+        token_secret: bool = False) -> int:
     """The command: skip with one line when unconfigured, else deploy. Settings default to the
     environment the workflow sets (HF_SPACE, SHOWDOWN_HUB_PREFIX, HF_TOKEN)."""
     space = space or os.environ.get("HF_SPACE", "")
@@ -111,7 +155,16 @@ def run(space: str | None, hub_prefix: str | None, device: Device = "cpu", priva
         flags = {"HF_TOKEN": "HF_TOKEN (or `huggingface-cli login`)", "HF_SPACE": "--space ORG/NAME",
                  PREFIX_VARIABLE: "--hub-prefix ORG/NAME"}
         raise ConfigError(f"deploy-space needs {', '.join(flags[name] for name in missing)}")
-    config = SpaceConfig(space, hub_prefix, device, private)
-    uploaded = deploy(config, token)
-    print(f"deployed {len(uploaded)} files to Space {config.space} ({config.device}), serving {config.hub_prefix}-*")
+    config = SpaceConfig(space, hub_prefix, device, private, token_secret)
+    done = deploy(config, token)
+    removed = f", removed {len(done.deleted)} an earlier deploy left" if done.deleted else ""
+    print(f"deployed {len(done.uploaded)} files to Space {config.space} ({config.device}){removed}, "
+          f"serving {config.hub_prefix}-*")
+    if done.private_repos and token_secret:
+        print(f"stored this token as the Space's secret {TOKEN_SECRET}: it reads the {len(done.private_repos)} "
+              "private variant repos")
+    elif done.private_repos:
+        print(f"warning: {len(done.private_repos)} variant repos are private ({', '.join(done.private_repos)}): the "
+              f"Space reads them only with a secret {TOKEN_SECRET} (a read token) in its settings; --token-secret "
+              "stores this token there", file=sys.stderr)
     return 0
