@@ -69,6 +69,7 @@ class Report:
     machine: dict
     rows: list[Row] = field(default_factory=list)
     created: str = ""
+    skipped: dict[str, str] = field(default_factory=dict)  # variant -> why it did not load (a table without it says so)
 
     def accuracy_text(self, row: Row) -> str:
         return accuracy_text(row.accuracy)
@@ -139,6 +140,9 @@ class Report:
         if versions := versions_label(self.machine):
             lines += [f"Runtimes: {versions}.", ""]
         lines += markdown_table(table)
+        if self.skipped:  # a shorter table had replaced the full one with nothing to say a variant was missing
+            lines += ["", "Not measured in this run (did not load): "
+                      + "; ".join(f"`{variant}`: {why}" for variant, why in self.skipped.items()) + "."]
         if lengths := self.length_table():
             lines += ["", "Latency by context length (p50, speedup over the baseline at the same length):", "",
                       *markdown_table(lengths)]

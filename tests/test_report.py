@@ -169,3 +169,18 @@ def test_a_setting_typo_stops_an_optimize_command_in_one_line():
                           capture_output=True, text=True, timeout=120, env={**os.environ, "SHOWDOWN_THREADS": "two"})
     assert done.returncode == 2 and done.stderr.strip() == "error: SHOWDOWN_THREADS='two': use a whole number ≥ 1 " \
                                                            f"(default {os.cpu_count()})", done.stderr[-2000:]
+
+
+def test_a_variant_that_does_not_load_is_named_in_the_report_not_left_out_in_silence(built_presets, tmp_path):
+    """A report run with a variant unbuilt replaced the full table with a shorter one that never said so."""
+    from dataclasses import replace
+
+    preset = built_presets["qa"]
+    unbuilt = replace(preset.variant("optimized"), name="pruned-optimized")  # its folder was never built
+    showdown = Showdown(presets={"qa": replace(preset, variants=(*preset.variants, unbuilt))})
+    report = measure_task(showdown, "qa", ReportConfig(qa_tokens=128, qa_longer_tokens=(), qa_rounds=2, warmup=1))
+    assert [row.variant for row in report.rows] == ["baseline", "optimized"]
+    assert list(report.skipped) == ["pruned-optimized"] and report.skipped["pruned-optimized"]
+    report.save(tmp_path)
+    assert "Not measured in this run (did not load): `pruned-optimized`: " in (tmp_path / "qa.md").read_text()
+    assert Report.load(tmp_path / "qa.json") == report

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 import time
 from dataclasses import dataclass
 
@@ -73,12 +74,12 @@ def parameters(runner, source=None) -> int:
 
 
 def measure_task(showdown: Showdown, task: str, config: ReportConfig) -> Report:
-    runners = {}
+    runners, skipped = {}, {}
     for variant in (v.name for v in showdown.preset(task).variants):
         try:
             runners[variant] = showdown.runner(task, variant)
         except VariantUnavailable as error:
-            log.info("%s/%s skipped: %s", task, variant, error)
+            skipped[variant] = str(error)
     if not runners:
         raise VariantUnavailable(f"no variant of {showdown.preset(task).name} loads: build them first "
                                  f"(python -m optimize build --task {task} --variant …)")
@@ -108,7 +109,7 @@ def measure_task(showdown: Showdown, task: str, config: ReportConfig) -> Report:
 
     baseline = p50("baseline") if "baseline" in timings else None
     report = Report(task=task, preset=showdown.preset(task).name, workload=workload, machine=machine(),
-                    created=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+                    created=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), skipped=skipped)
     for variant, runs in timings.items():
         status = showdown.variant_status(task, variant)
         totals = [t["latency_ms"]["total"] for t in runs]
@@ -155,5 +156,7 @@ def run(config: ReportConfig = ReportConfig(), tasks: tuple[str, ...] = ("qa", "
         report = measure_task(showdown, task, config)
         report.save()
         print(report.markdown())
+        for variant, why in report.skipped.items():
+            print(f"warning: {task}/{variant} not measured: {why}", file=sys.stderr)
         reports.append(report)
     return reports
