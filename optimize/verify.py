@@ -141,6 +141,12 @@ def run(tasks: list[Task], output: Path = REPORTS_DIR, variants: tuple[str, ...]
             print(f"error: {preset.name} has no variant {', '.join(unknown)} "
                   f"(its variants: {', '.join(spec.name for spec in preset.variants)})", file=sys.stderr)
             return 2
+        trained = pruned_promise.trained_pruned(preset)
+        if ungated := [name for name in variants if not preset.variant(name).built_from and name not in trained]:
+            # it had written a report of one "not verified" row
+            print(f"error: {', '.join(ungated)} of {preset.name} has no gate of its own: it is the source the other "
+                  "variants are measured against, and verify measures it as theirs", file=sys.stderr)
+            return 2
         findings = verify_preset(preset, print, variants)
         if not findings:  # nothing built with its gates measured: no report of nothing, and never a pass
             print(f"error: nothing of {preset.name} to verify: build it first "

@@ -74,6 +74,9 @@ def test_verify_measures_only_the_variants_named_and_says_when_one_cannot_be(mon
     assert "not verified" in (tmp_path / "verify-generation-pruned-optimized.md").read_text()
     assert verify.run(["generation"], tmp_path, ("optimised",)) == 2
     assert "has no variant optimised" in capsys.readouterr().err
+    assert verify.run(["generation"], tmp_path, ("baseline",)) == 2  # had written a report of one "not verified" row
+    assert "baseline of probe has no gate of its own" in capsys.readouterr().err
+    assert not (tmp_path / "verify-generation-baseline.md").exists()
     # nothing built at all: an error, and the whole-preset report of an earlier run is not overwritten by an empty one
     unbuilt.update({"optimized"})
     (tmp_path / "verify-generation.md").write_text("earlier report")
