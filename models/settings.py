@@ -7,6 +7,7 @@ import errno
 import math
 import os
 import socket
+from pathlib import Path
 
 from models.errors import ConfigError
 
@@ -96,3 +97,15 @@ def check_listen(host: str, port: int) -> None:
                                   "GRADIO_SERVER_PORT to a free port") from None
             raise ConfigError(f"cannot listen on {host}:{port} ({error.strerror or error}): check GRADIO_SERVER_NAME "
                               "(default 0.0.0.0)") from None
+
+
+def shared_data() -> Path:
+    """SHOWDOWN_SHARED_DATA, or ../shared/data beside the checkout: the SQuAD files the builds' gates read. A folder
+    named but absent is an error at start (it had silently served every variant as not measured); the default may be
+    absent."""
+    value = os.environ.get("SHOWDOWN_SHARED_DATA", "").strip()
+    if not value:
+        return Path(__file__).resolve().parents[2] / "shared" / "data"
+    if not Path(value).is_dir():
+        raise ConfigError(f"SHOWDOWN_SHARED_DATA={value!r} is not a folder: point it at the shared data (squad-v2-dev/ …)")
+    return Path(value)

@@ -4,7 +4,7 @@ Why: the generation gate measures agreement on the baseline's own greedy chat an
 pruned model is distilled on the same kind of text — the teacher's greedy answers to user turns —
 rather than on Wikipedia prose alone. None of these is, or paraphrases, a held-out prompt
 (optimize/evaluate/heldout.py), and none shares a topic word with the instruction set that gates a pruned
-model (optimize/instruction_set.json): tests/test_prune.py checks both. Questions from the SQuAD
+model (optimize/evaluate/instruction_set.json): tests/test_prune.py checks both. Questions from the SQuAD
 *training* articles are added by `prompts()`.
 
 Until 2026-11-23 `prompts()` drew on every topic, seven of which share a word with eight prompts of

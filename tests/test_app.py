@@ -143,6 +143,10 @@ def test_http_api_answers_like_gradio_client(client, app_url):
     ({"SHOWDOWN_DEVICE": "gpu"}, "error: SHOWDOWN_DEVICE='gpu': use one of auto, cpu, cuda"),
     ({"SHOWDOWN_BUILD": "nope"}, "error: SHOWDOWN_BUILD='nope': use 1 or 0 (true/false, yes/no, on/off)"),
     ({"SHOWDOWN_SCORE_MAX_ROWS": "many"}, "error: SHOWDOWN_SCORE_MAX_ROWS='many': use a whole number ≥ 1 (default 250)"),
+    # read where used, not at start: a typo surfaced in a build's or a GPU session's log, or never
+    ({"SHOWDOWN_CUDA_GRAPH": "2"}, "error: SHOWDOWN_CUDA_GRAPH='2': use 1 or 0"),
+    ({"SHOWDOWN_NO_RECORDS": "maybe"}, "error: SHOWDOWN_NO_RECORDS='maybe': use 1 or 0"),
+    ({"SHOWDOWN_SHARED_DATA": "/nonexistent/data"}, "error: SHOWDOWN_SHARED_DATA='/nonexistent/data' is not a folder"),
 ])
 def test_a_setting_that_points_at_nothing_stops_the_start_with_one_line(setting, message, free_port):
     import os
@@ -195,6 +199,11 @@ def test_help_lists_the_settings_and_starts_nothing():
 
     done = subprocess.run([sys.executable, "app.py", "--help"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "GRADIO_SERVER_PORT=7860" in done.stdout and "SHOWDOWN_BUILD=1" in done.stdout
+    import re  # every setting the app and its builds read is listed (three were not); SHOWDOWN_DEBUG is the CLI's
+    sources = [*REPO_ROOT.glob("models/*.py"), *REPO_ROOT.glob("ui/*.py"), *REPO_ROOT.glob("optimize/**/*.py"),
+               REPO_ROOT / "app.py"]
+    read = {name for path in sources for name in re.findall(r"SHOWDOWN_[A-Z][A-Z_]*[A-Z]", path.read_text())}
+    assert read - {"SHOWDOWN_DEBUG"} <= set(re.findall(r"SHOWDOWN_[A-Z][A-Z_]*[A-Z]", done.stdout)), read
     other = subprocess.run([sys.executable, "app.py", "--port", "1"], cwd=REPO_ROOT, capture_output=True, text=True,
                            timeout=60)
     assert other.returncode == 2 and "usage: python app.py" in other.stderr

@@ -1,6 +1,8 @@
 """The QA model card says how a two-stage baseline was made: each stage's data and a command per stage."""
 import json
 
+import pytest
+
 from optimize.publish.model_card import qa_card
 
 
@@ -44,3 +46,14 @@ def test_a_continued_stage_is_named_as_more_epochs_and_an_unscored_one_says_why(
     assert len(commands) == 3
     assert "--epochs 2" in commands[1] and "--init-from runs/qa-stage1" in commands[1] and "--full-data" in commands[1]
     assert "--init-from runs/qa-stage2" in commands[2] and "--answerability-stage" in commands[2]
+
+
+@pytest.mark.parametrize("folder", ["weights/qa-minilm-squad2", "weights/qa-minilm-squad2-pruned"])
+def test_the_committed_qa_cards_are_what_their_training_records_write_now(folder, tmp_path):
+    """The pruned model's card still gave the baseline's scores of two trainings before, and files by old paths."""
+    from models.catalog import REPO_ROOT
+
+    path = REPO_ROOT / folder / "README.md"
+    written = tmp_path / "README.md"
+    qa_card(REPO_ROOT / folder).save(written)
+    assert written.read_text() == path.read_text(), f"regenerate {path} (optimize.publish.model_card.write_qa_card)"

@@ -1,4 +1,4 @@
-"""`python -m optimize instructions`: the public instruction set (optimize/instruction_set.json), scored
+"""`python -m optimize instructions`: the public instruction set (optimize/evaluate/instruction_set.json), scored
 for every ready generation variant, each as a share of the baseline's own score.
 
 Why: a pruned model is a different, smaller model by design, so greedy agreement with the baseline
@@ -150,7 +150,7 @@ def _paired(baseline: dict, result: dict) -> dict:
 def markdown(report: dict) -> str:
     lines = [f"# Instruction set — {report['created']}", "",
              f"`python -m optimize instructions`: {next(iter(report['variants'].values()), {}).get('prompts', 0)} prompts "
-             f"of `optimize/{report['set']}`, greedy, "
+             f"of `optimize/evaluate/{report['set']}`, greedy, "
              "scored by exact checks or expected keywords; every variant measured in this run (no record read). "
              "The interval resamples the prompts: at 60 prompts a few prompts' difference is inside it.", "",
              "| variant | passed | score | of baseline's | vs baseline, points (95 % CI, prompts resampled) | by kind |",

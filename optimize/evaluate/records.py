@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from models import settings
 from models.catalog import PRESETS, artifacts_root
 from models.machine import measured_stamp
 from models.manifest import locked, source_fingerprint
@@ -37,7 +38,7 @@ REFERENCE_RECORD = Path(__file__).with_name("reference_record")
 def records_off() -> bool:
     """SHOWDOWN_NO_RECORDS=1 (`python -m optimize verify`): no committed or cached record is read;
     everything is measured on this machine."""
-    return os.environ.get("SHOWDOWN_NO_RECORDS") == "1"
+    return bool(settings.flag("SHOWDOWN_NO_RECORDS", False))
 
 
 MEASURED_HERE: dict[str, dict] = {}  # records off: what this verify run measured, by model and set (optimize/verify.py)
