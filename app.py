@@ -80,6 +80,7 @@ from optimize.first_start import start_background_build
 from ui.about import about_text
 from ui.benchmarks import benchmarks_tab
 from ui.columns import page_tab
+from ui.errors import user_error
 from ui.tasks import GENERATION_EXAMPLES, QA_EXAMPLES, SEED_CONTEXT, generation_tab, qa_tab  # noqa: F401 - the app's examples
 from ui.your_data import your_data_tab
 
@@ -104,7 +105,10 @@ def _status_markdown(statuses: list[dict]) -> str:
     rows = ["| task | variant | status | detail |", "|---|---|---|---|"]
     for status in statuses:
         detail = " ".join(str(status["detail"]).split()).replace("|", "\\|")  # an error's lines or pipes end the row
-        rows.append(f"| {status['task']} | {status['variant']} | {icons[status['status']]} {status['status']} | {detail} |")
+        state = f"{icons[status['status']]} {status['status']}"
+        if status["status"] == "ready" and status.get("accuracy", {}).get("gates_missed"):  # green beside "missed"
+            state = "🟠 ready, missed a gate"
+        rows.append(f"| {status['task']} | {status['variant']} | {state} | {detail} |")
     return "\n".join(rows)
 
 
@@ -168,7 +172,7 @@ def _messages_for_users(fn):
         try:
             return fn(*args, **kwargs)
         except USER_ERRORS as error:
-            raise gr.Error(str(error)) from error
+            raise user_error(str(error)) from error
     return wrapper
 
 

@@ -337,6 +337,8 @@ def _share(flags: list[bool]) -> float | None:
 
 
 ROW_COLUMNS = ("row", "variant", "question", "gold", "answer", "exact", "f1", "answerable", "latency_ms")
+SUMMARY_COLUMNS = ("variant", "questions", "EM", "F1", "HasAns F1", "no-answer accuracy", "p50 (ms)", "p95 (ms)",
+                   "same answer as baseline")  # one line of `score`'s summary (and "skipped" / "error" where some were)
 
 
 def summary_markdown(summary: list[dict], note: str = "") -> str:

@@ -188,6 +188,9 @@ def test_a_multi_line_failure_keeps_the_status_table_whole():
                               {"task": "qa", "variant": "pruned", "status": "ready", "detail": "torch"}])
     rows = table.splitlines()
     assert len(rows) == 4 and all(row.count(" | ") == rows[0].count(" | ") for row in rows[2:]), table
+    missed = _status_markdown([{"task": "qa", "variant": "pruned", "status": "ready", "detail": "torch; missed accuracy "
+                                "gate: SQuAD 2.0 F1", "accuracy": {"gates_missed": ["SQuAD 2.0 F1"]}}])
+    assert "🟠 ready, missed a gate" in missed and "🟢" not in missed  # green beside its own "missed" had read as fine
 
 
 def test_help_lists_the_settings_and_starts_nothing():
@@ -207,3 +210,17 @@ def test_help_lists_the_settings_and_starts_nothing():
     other = subprocess.run([sys.executable, "app.py", "--port", "1"], cwd=REPO_ROOT, capture_output=True, text=True,
                            timeout=60)
     assert other.returncode == 2 and "usage: python app.py" in other.stderr
+
+
+def test_the_model_picker_tells_a_space_visitor_nothing_they_cannot_run(built_presets, monkeypatch):
+    """On a Space the picker said "Add yours: python -m optimize build --model …" to visitors who cannot run it."""
+    import gradio as gr
+
+    from models.showdown import Showdown
+    from ui.columns import preset_picker
+
+    showdown = Showdown(presets=dict(built_presets))
+    with gr.Blocks():
+        assert "python -m optimize build" in preset_picker(showdown, "qa").info
+        monkeypatch.setenv("SPACE_ID", "org/showdown")
+        assert preset_picker(showdown, "qa").info is None

@@ -222,3 +222,10 @@ def test_llama_cpp_runs_in_its_own_process_and_answers_as_in_process():
             break
     assert answer["text"] == tokenizer.decode(expected, skip_special_tokens=True) and answer["new_tokens"] == len(expected)
     assert 0 < answer["ttft_ms"] <= answer["latency_ms"]["model"]
+
+
+def test_a_qa_contender_that_abstains_reads_no_answer_not_a_blank_cell():
+    from optimize.bench.run import _result
+
+    assert _result("QA ~384 tokens", "optimum-int8", [(0.01, {"answer": ""})]).answer == "(no answer)"
+    assert _result("QA ~384 tokens", "baseline", [(0.01, {"answer": "the second pig"})]).answer == "the second pig"

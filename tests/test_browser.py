@@ -192,6 +192,10 @@ def test_your_data_tab_scores_an_upload_with_progress_table_chart_and_download(p
     upload = tmp_path / "mine.csv"
     upload.write_text("\n".join(rows) + "\n")
     page.get_by_role("tab", name="Your data").click()
+    headers = page.evaluate("() => [...document.querySelectorAll('#your-data-summary th')].map((c) => c.textContent.trim())")
+    assert any(h.startswith("variant") for h in headers) and "1" not in headers, headers  # it showed 1 | 2 | 3
+    page.get_by_role("button", name="Score every variant on my data").click()  # nothing uploaded, nothing pasted
+    page.get_by_text("Nothing to score yet").first.wait_for(timeout=30_000)  # it said "The file is empty"
     page.locator("#your-data-upload input[type=file]").set_input_files(str(upload))
     page.get_by_role("button", name="Score every variant on my data").click()
     markdown = "() => document.querySelector('#your-data-md')?.textContent || ''"

@@ -26,6 +26,8 @@ def test_report_measures_ready_variants_side_by_side_and_round_trips(built_prese
         assert Report.load(tmp_path / f"{task}.json") == report
         table, caption = load_report_table(task, tmp_path)
         assert list(table["variant"]) == ["baseline", "optimized"] and report.preset in caption
+        # the tab's table had them past the accuracy columns, out of view (generation's even at 1,400 px)
+        assert list(table.columns)[:3] == ["variant", "speedup", "p50 (ms)"], list(table.columns)
         assert report_chart(task, tmp_path).endswith(f"{task}.png")
     text = (tmp_path / "generation.md").read_text()
     header = next(line for line in text.splitlines() if line.startswith("| variant"))  # prompt and decoding apart (issue 52)

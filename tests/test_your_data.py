@@ -6,7 +6,7 @@ import pytest
 from gradio_client import Client, handle_file
 
 from models.errors import InputError, UnknownVariant
-from models.your_data import Limits, read_rows, summary_markdown
+from models.your_data import SUMMARY_COLUMNS, Limits, read_rows, summary_markdown
 
 CONTEXT = "The second little pig worked a little bit harder and built his house out of sticks."
 SQUAD = {"data": [{"title": "pigs", "paragraphs": [{"context": CONTEXT, "qas": [
@@ -118,6 +118,7 @@ def test_score_qa_scores_every_variant_on_an_uploaded_file(client, tmp_path):
     result = client.predict(handle_file(str(path)), ["baseline", "optimized"], True, api_name="/score_qa")
     summary = {line["variant"]: line for line in result["summary"]}
     assert set(summary) == {"baseline", "optimized"} and all(s["questions"] == 2 for s in summary.values())
+    assert all(tuple(line) == SUMMARY_COLUMNS for line in summary.values())  # the tab's empty table shows these
     for line in summary.values():
         assert 0 <= line["F1"] <= 100 and line["p95 (ms)"] >= line["p50 (ms)"] > 0 and line["no-answer accuracy"] is not None
     assert summary["baseline"]["same answer as baseline"] is None and 0 <= summary["optimized"]["same answer as baseline"] <= 100
@@ -125,7 +126,7 @@ def test_score_qa_scores_every_variant_on_an_uploaded_file(client, tmp_path):
     assert "| baseline | 2 |" in summary_markdown(result["summary"])
 
 
-def test_score_qa_says_what_is_wrong_and_the_server_keeps_serving(client, app_url, tmp_path):
+def test_score_qa_says_what_is_wrong_and_the_server_keeps_serving(client, app_url, tmp_path, capfd):
     import httpx
 
     from optimize.bench.app_timing import http_api_call
@@ -137,6 +138,7 @@ def test_score_qa_says_what_is_wrong_and_the_server_keeps_serving(client, app_ur
     path.write_text('{"context": "c", "question": "q", "answer": "a"}\n')
     with pytest.raises(Exception, match="Unknown variant 'turbo'"):  # it read "Select at least one variant"
         client.predict(handle_file(str(path)), ["baseline", "turbo"], True, api_name="/score_qa")
+    assert "Traceback" not in capfd.readouterr().err  # gradio printed two traces for each visitor's mistake
     # a raw HTTP call naming a server file, not an upload (gradio_client would upload the client's own copy)
     with httpx.Client(base_url=app_url, timeout=60) as http, pytest.raises(RuntimeError, match="answered with an error"):
         http_api_call(http, "score_qa", [{"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}, ["baseline"], True])

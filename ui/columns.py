@@ -3,12 +3,15 @@ stats: latency, speedup, size, memory, accuracy and the promise it keeps), this 
 and the session's runs as markers, each variant in the same color in both."""
 from __future__ import annotations
 
+import os
+
 import gradio as gr
 import pandas as pd
 
 from models.catalog import VARIANT_COLORS, VARIANTS, chosen_variants
 from models.errors import InputError
 from models.showdown import Showdown
+from ui.errors import user_error
 
 CHART_COLUMNS = ["run", "variant", "latency_ms"]
 HISTORY_RUNS = 50  # the session chart keeps a visitor's last 50 runs
@@ -214,15 +217,16 @@ def qa_answer_text(result: dict) -> str:
 def preset_picker(showdown: Showdown, task: str) -> gr.Dropdown:
     """Every model built here for the task (`optimize build --model` adds yours), the one shown first."""
     choices = showdown.choices(task)
+    on_space = bool(os.environ.get("SPACE_ID"))  # the Hub sets it: a visitor there cannot run the build command
     return gr.Dropdown(choices, value=choices[0], label="Model", interactive=len(choices) > 1,
-                       info="Add yours: python -m optimize build --model ID_OR_PATH")
+                       info=None if on_space else "Add yours: python -m optimize build --model ID_OR_PATH")
 
 
 def using(showdown: Showdown, task: str, preset: str | None) -> Showdown:
     try:
         return showdown.using(task, preset)
     except InputError as error:
-        raise gr.Error(str(error)) from error
+        raise user_error(str(error)) from error
 
 
 def fresh_history() -> list:
@@ -261,7 +265,7 @@ def check(validate, *args, selected: list[str]) -> list[str]:
         validate(*args)
         return chosen_variants(selected)
     except InputError as error:
-        raise gr.Error(str(error)) from error
+        raise user_error(str(error)) from error
 
 
 def record(showdown: Showdown, task: str, results: dict, stats: dict, history: pd.DataFrame, run: int) -> list:

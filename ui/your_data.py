@@ -12,8 +12,9 @@ from models.catalog import VARIANT_COLORS, VARIANTS
 from models.errors import InputError, VariantUnavailable
 from models.qa import no_answer_flag
 from models.showdown import Showdown
-from models.your_data import FORMATS, ROW_COLUMNS, Limits, read_file, read_rows, score, summary_markdown
+from models.your_data import FORMATS, ROW_COLUMNS, SUMMARY_COLUMNS, Limits, read_file, read_rows, score, summary_markdown
 from ui.columns import page_tab
+from ui.errors import user_error
 from ui.runs import write_csv
 
 USER_ERRORS = (InputError, VariantUnavailable)
@@ -37,7 +38,8 @@ def your_data_tab(showdown: Showdown, limits: Limits) -> None:
                 variants = gr.CheckboxGroup(list(VARIANTS), value=list(VARIANTS), label="Variants")
                 allow = gr.Checkbox(value=True, label="Allow 'no answer' (SQuAD 2.0)")
                 button = gr.Button("Score every variant on my data", variant="primary")
-        summary = gr.Dataframe(label="Per variant", interactive=False, wrap=True, elem_id="your-data-summary")
+        summary = gr.Dataframe(pd.DataFrame(columns=SUMMARY_COLUMNS), label="Per variant", interactive=False, wrap=True,
+                               elem_id="your-data-summary")
         chart = gr.BarPlot(pd.DataFrame({"variant": list(VARIANTS), "F1": [0.0] * len(VARIANTS)}), x="variant", y="F1",
                            color="variant", color_map=VARIANT_COLORS, y_lim=[0, 100], height=240,
                            title="F1 on your data (higher is better)", elem_id="your-data-f1")
@@ -47,16 +49,19 @@ def your_data_tab(showdown: Showdown, limits: Limits) -> None:
 
         def score_click(path: str | None, text: str, chosen: list[str], allow_no_answer: bool,
                         progress=gr.Progress()):
+            if not path and not (text or "").strip():  # it said "The file is empty" of a file never uploaded
+                raise user_error(f"Nothing to score yet: upload a {FORMATS}, or paste CSV / JSONL rows (the grey text "
+                                 "in the box is an example).")
             try:
                 items = read_file(path, limits) if path else read_rows("pasted", (text or "").encode(), limits)
                 result = score(showdown.answer, items, chosen, bool(allow_no_answer),
                                lambda done, total: progress(done / total, desc=f"{done:,} of {total:,} answers"))
             except USER_ERRORS as error:
-                raise gr.Error(str(error)) from error
+                raise user_error(str(error)) from error
             table = pd.DataFrame(result["summary"])
             scored = table[table["questions"] > 0]
             if scored.empty:  # no chosen variant answered: say why instead of an empty chart
-                raise gr.Error("No variant answered: " + "; ".join(f"{r['variant']}: {r['error']}" for r in result["summary"]))
+                raise user_error("No variant answered: " + "; ".join(f"{r['variant']}: {r['error']}" for r in result["summary"]))
             csv_path = write_csv(result["rows"], ROW_COLUMNS, "your-data")
             note = (f"{len(items)} questions, {showdown.preset('qa').name}, "  # which model: the tab has no picker
                     f"scored {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
@@ -80,10 +85,10 @@ def api_score_qa(showdown: Showdown, limits: Limits):
         `gold_not_in_context`, the rows whose gold answers their context does not hold."""
         path = file.get("path") if isinstance(file, dict) else getattr(file, "path", None)
         if not path or not is_in_or_equal(path, get_upload_folder()):  # only what the client uploaded
-            raise gr.Error("Send the file as an upload (gradio_client: handle_file(path)).")
+            raise user_error("Send the file as an upload (gradio_client: handle_file(path)).")
         try:
             return score(showdown.answer, read_file(path, limits), VARIANTS if variants is None else variants,
                          no_answer_flag(handle_impossible_answer))
         except USER_ERRORS as error:
-            raise gr.Error(str(error)) from error
+            raise user_error(str(error)) from error
     return score_qa
