@@ -27,7 +27,7 @@ USAGE = """usage: python app.py   (no options; settings are environment variable
   SHOWDOWN_THREADS=<cores>     threads per model          SHOWDOWN_ARTIFACTS=artifacts   where variants are built
   SHOWDOWN_SERVING_NICE=10     SHOWDOWN_SWITCH_INTERVAL=0.0002   the web server's priority and GIL switch interval
   SHOWDOWN_SCORE_MAX_ROWS=250  SHOWDOWN_SCORE_MAX_BYTES=2000000  SHOWDOWN_SCORE_MAX_CONTEXT_CHARS=20000   "Your data"
-  SHOWDOWN_SHARED_DATA=../shared/data   the SQuAD data the builds' gates read (absent: variants served as not measured)
+  SHOWDOWN_SHARED_DATA=../shared/data   the SQuAD data the builds' gates read (absent: QA served as not measured)
   SHOWDOWN_NO_RECORDS=0        1: the builds measure every gate here, no committed record read (a slower first start)
   SHOWDOWN_CUDA_GRAPH=1        0: no CUDA graphs for ONNX QA on a GPU
 """
@@ -47,8 +47,7 @@ def start_settings() -> StartSettings:
     typo stops the start in one line at once; the presets too, unless they come from the Hub (read at start)."""
     if not os.environ.get("SHOWDOWN_HUB_PREFIX"):
         presets_from_environment()
-    settings.cpu_threads(), settings.prompt_lookup(), settings.wanted_device(), Limits.from_environment()  # read again where used
-    settings.flag("SHOWDOWN_CUDA_GRAPH", True), settings.flag("SHOWDOWN_NO_RECORDS", False), settings.shared_data()
+    settings.check_model_settings(), Limits.from_environment()
     nice, switch_interval = settings.serving()
     port = settings.server_port()
     host = os.environ.get("GRADIO_SERVER_NAME", "").strip() or "0.0.0.0"

@@ -30,6 +30,7 @@ from fastapi import FastAPI
 from ray import serve
 from ray.serve._private.http_util import ASGIAppReplicaWrapper  # what serve.gradio_integrations.GradioIngress wraps
 
+from models import settings
 from models.catalog import REPO_ROOT, Preset, Task
 from models.errors import ConfigError, InputError
 from models.generation import Update
@@ -211,6 +212,7 @@ def main() -> None:
     address = args.pop("address")
     try:
         config = ServeConfig(**args)
+        settings.check_model_settings()  # the replicas get these: a typo had failed every replica at import
     except ConfigError as error:
         parser.error(str(error))
     url = start(config, address=address, env={k: v for k, v in os.environ.items() if k.startswith("SHOWDOWN_")})

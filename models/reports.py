@@ -248,7 +248,9 @@ def load_report_table(task: str, directory: Path = REPORTS_DIR):
     caption = (f"### {'Question answering' if task == 'qa' else 'Text generation'} — {report.preset}\n"
                f"{report.workload}; {machine_label(report.machine, report.created)}. Latency measured in that run; "
                "accuracy as each variant's build measured it"
-               + ("; read from records, measured as shown: " + "; ".join(origins) if origins else "") + ".")
+               + ("; read from records, measured as shown: " + "; ".join(origins) if origins else "") + "."
+               + (" Not measured in that run (did not load): " + ", ".join(f"`{v}`" for v in report.skipped) + "."
+                  if report.skipped else ""))
     table = pd.DataFrame(report.table())
     first = [column for column in HEADLINE_COLUMNS if column in table.columns]  # in view before any sideways scroll
     return table[first + [column for column in table.columns if column not in first]], caption

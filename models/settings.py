@@ -99,13 +99,25 @@ def check_listen(host: str, port: int) -> None:
                               "(default 0.0.0.0)") from None
 
 
-def shared_data() -> Path:
-    """SHOWDOWN_SHARED_DATA, or ../shared/data beside the checkout: the SQuAD files the builds' gates read. A folder
-    named but absent is an error at start (it had silently served every variant as not measured); the default may be
-    absent."""
+SHARED_DATA_FOLDERS = ("squad-v2-dev", "squad-v2-dev-more", "squad-v2-train-head", "squad-v1.1-train")
+
+
+def shared_data(check: bool = True) -> Path:
+    """SHOWDOWN_SHARED_DATA, or ../shared/data beside the checkout: the SQuAD files the builds' gates read. `check`
+    (where a command or the app starts): a folder named that holds none of the data's folders is an error, since it
+    had silently served every variant as not measured; the default may be absent. Modules that import the path
+    resolve it without checking, so that importing them never fails."""
     value = os.environ.get("SHOWDOWN_SHARED_DATA", "").strip()
     if not value:
         return Path(__file__).resolve().parents[2] / "shared" / "data"
-    if not Path(value).is_dir():
-        raise ConfigError(f"SHOWDOWN_SHARED_DATA={value!r} is not a folder: point it at the shared data (squad-v2-dev/ …)")
+    if check and not any((Path(value) / name).is_dir() for name in SHARED_DATA_FOLDERS):
+        raise ConfigError(f"SHOWDOWN_SHARED_DATA={value!r} holds none of {', '.join(SHARED_DATA_FOLDERS)}: point it "
+                          "at the shared data folder")
     return Path(value)
+
+
+def check_model_settings() -> None:
+    """Every setting the models and the builds read, read once where the app, a command or a Ray deployment starts
+    (each is read again where it is used): a typo stops the start in one line, before any work."""
+    cpu_threads(), prompt_lookup(), wanted_device(), shared_data()
+    flag("SHOWDOWN_NO_RECORDS", False), flag("SHOWDOWN_CUDA_GRAPH", True)

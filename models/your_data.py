@@ -343,8 +343,7 @@ SUMMARY_COLUMNS = ("variant", "questions", "EM", "F1", "HasAns F1", "no-answer a
 
 def summary_markdown(summary: list[dict], note: str = "") -> str:
     """The comparison as a Markdown table, to paste into an issue or a notebook."""
-    columns = ["variant", "questions", "EM", "F1", "HasAns F1", "no-answer accuracy", "p50 (ms)", "p95 (ms)",
-               "same answer as baseline"] + (["skipped"] if any("skipped" in line for line in summary) else [])
+    columns = [*SUMMARY_COLUMNS] + (["skipped"] if any("skipped" in line for line in summary) else [])
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for line in summary:
         if "error" in line:

@@ -24,8 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from models import settings
 
-        settings.cpu_threads(), settings.prompt_lookup(), settings.wanted_device()  # a typo: one line, before any work
-        settings.flag("SHOWDOWN_NO_RECORDS", False), settings.shared_data()
+        settings.check_model_settings()  # a typo: one line, before any work
         return runs[args.command](args) or 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -98,17 +98,17 @@ class FakeHub:
             def _serve(self, body: bool) -> None:
                 path = unquote(urlparse(self.path).path)
                 hub.requests.append(f"{self.command} {path}")
-                if info := re.match(r"/api/(?:models|spaces|datasets)/(.+)$", path):
-                    repo, _, revision = info.group(1).partition("/revision/")
-                    return self._info(repo.strip("/"), revision or "main", body)
+                if info := re.match(r"/api/(models|spaces|datasets)/(.+)$", path):
+                    repo, _, revision = info.group(2).partition("/revision/")
+                    return self._info(repo.strip("/"), info.group(1)[:-1], body)
                 if "/resolve/" in path:
                     repo, _, rest = path.strip("/").partition("/resolve/")
                     _, _, filename = rest.partition("/")
                     return self._file(repo, filename, body)
                 self._send(404, b'{"error": "not found"}', {"X-Error-Code": "EntryNotFound"}, body)
 
-            def _info(self, repo: str, revision: str, body: bool) -> None:
-                if repo not in hub.repos:
+            def _info(self, repo: str, kind: str, body: bool) -> None:
+                if repo not in hub.repos or hub.repo_types.get(repo, "model") != kind:  # a Space is no model repo
                     return self._send(404, b'{"error": "Repository not found"}', {"X-Error-Code": "RepoNotFound"}, body)
                 info = {"id": repo, "modelId": repo, "sha": hub.commit(repo), "private": repo in hub.private,
                         "siblings": [{"rfilename": name} for name in sorted(hub.repos[repo])]}

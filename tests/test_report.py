@@ -186,3 +186,4 @@ def test_a_variant_that_does_not_load_is_named_in_the_report_not_left_out_in_sil
     report.save(tmp_path)
     assert "Not measured in this run (did not load): `pruned-optimized`: " in (tmp_path / "qa.md").read_text()
     assert Report.load(tmp_path / "qa.json") == report
+    assert "Not measured in that run (did not load): `pruned-optimized`." in load_report_table("qa", tmp_path)[1]

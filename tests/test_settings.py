@@ -31,3 +31,16 @@ def test_a_value_a_setting_does_not_take_is_named(monkeypatch, variable, value, 
             "SHOWDOWN_THREADS": runners.cpu_threads, "SHOWDOWN_SCORE_MAX_ROWS": Limits.from_environment}[variable]
     with pytest.raises(ConfigError, match=f"{variable}='{value}': {message}"):
         read()
+
+
+def test_a_shared_data_folder_without_the_data_stops_a_start_but_never_an_import(monkeypatch, tmp_path):
+    """Named but one level off, it had served every variant as "not measured"; checked at import, it had failed every
+    Ray replica's `import app`."""
+    from models import settings
+
+    monkeypatch.setenv("SHOWDOWN_SHARED_DATA", str(tmp_path))
+    with pytest.raises(ConfigError, match="holds none of squad-v2-dev"):
+        settings.check_model_settings()
+    assert settings.shared_data(check=False) == tmp_path
+    (tmp_path / "squad-v2-dev").mkdir()
+    assert settings.shared_data() == tmp_path

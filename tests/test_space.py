@@ -86,16 +86,18 @@ def test_a_second_deploy_removes_what_the_first_left_of_the_app_and_keeps_what_i
     with FakeHub() as hub:
         hub.repos[f"{PREFIX}-qa-baseline"] = {"config.json": b"{}"}
         hub.repos[SPACE], hub.repo_types[SPACE] = {".gitattributes": b"*.png filter=lfs\n", "notes.txt": b"mine",
+                                                   "docs/notes/mine.md": b"mine", "optimize/retired.py": b"",
                                                    "models/retired.py": b"OLD = 1\n", "reports/old.md": b"old",
                                                    "app.py": b"old app"}, "space"
         done = deploy(hub, tmp_path)
         files = hub.repos[SPACE]
     assert done.returncode == 0, done.stderr[-3000:]
     assert "models/retired.py" not in files and "reports/old.md" not in files
-    assert files[".gitattributes"] == b"*.png filter=lfs\n" and files["notes.txt"] == b"mine"
+    assert "optimize/retired.py" not in files  # `optimize/**/*.py` reaches the folder's own files too
+    assert files[".gitattributes"] == b"*.png filter=lfs\n" and files["notes.txt"] == files["docs/notes/mine.md"] == b"mine"
     assert files["app.py"] == (REPO_ROOT / "app.py").read_bytes()
-    assert sorted(set(files) - {".gitattributes", "notes.txt"}) == sorted(space_files())
-    assert ", removed 2 an earlier deploy left," in done.stdout
+    assert sorted(set(files) - {".gitattributes", "notes.txt", "docs/notes/mine.md"}) == sorted(space_files())
+    assert ", removed 3 an earlier deploy left," in done.stdout
 
 
 def test_private_variant_repos_are_named_and_the_token_is_stored_as_a_space_secret_only_when_asked(tmp_path):
@@ -106,11 +108,14 @@ def test_private_variant_repos_are_named_and_the_token_is_stored_as_a_space_secr
         warned = deploy(hub, tmp_path)
         secrets_after_warning = dict(hub.secrets)
         stored = deploy(hub, tmp_path, "--token-secret")
+        hub.private.clear()
+        public = deploy(hub, tmp_path, "--token-secret")
     assert warned.returncode == 0 and stored.returncode == 0, warned.stderr[-2000:] + stored.stderr[-2000:]
     assert warned.stderr.startswith("warning: 1 variant repos are private (showdown-org/demo-qa-pruned)")
     assert "--token-secret" in warned.stderr and secrets_after_warning == {}
     assert hub.secrets == {SPACE: {"HF_TOKEN": TOKEN}}
     assert "secret HF_TOKEN" in stored.stdout and TOKEN not in warned.stdout + warned.stderr + stored.stdout + stored.stderr
+    assert public.returncode == 0 and "no variant repo is private: --token-secret stored nothing" in public.stdout
 
 
 def test_deploy_says_what_to_do_when_nothing_was_pushed_or_a_name_is_malformed(tmp_path):

@@ -100,8 +100,8 @@ def _result(workload: str, name: str, runs: list) -> Result:
         if "draft" in value:  # prompt lookup: what its drafts bought
             draft = value["draft"]
             result.notes = f"lookup kept {draft['accepted']} of {draft['drafted']} drafted tokens ({draft['passes']} passes)"
-    elif isinstance(value, dict):  # a QA answer: empty is "no answer", which the table showed as a blank cell
-        result.answer = value.get("answer", "") or "(no answer)"
+    elif isinstance(value, dict):
+        result.answer = value.get("answer", "")
     else:
         result.answer = str(value)
     return result

@@ -202,7 +202,8 @@ def markdown(bench: Bench) -> str:
         ttft = f"{r.ttft_ms:.0f}" if r.ttft_ms is not None else ""
         written = "" if r.new_tokens is None else str(r.new_tokens)
         prefill = f"{r.prefill_tokens_per_s:.0f}" if r.prefill_tokens_per_s else ""
-        note = (r.answer.replace("|", "/").replace("\n", " ") + (f" ({r.notes})" if r.notes else "")).strip()
+        answer = r.answer or ("(no answer)" if r.workload.startswith("QA") else "")  # a blank cell had hidden it
+        note = (answer.replace("|", "/").replace("\n", " ") + (f" ({r.notes})" if r.notes else "")).strip()
         lines.append(f"| {r.workload} | {r.contender} | {r.latency_p50_ms:.1f} | {r.latency_p95_ms:.1f} | {written} | "
                      f"{tokens} | {prefill} | {decode} | {ttft} | {note} |")
     lines += ["", f"| ratio ({bench.memory.get('compared', 'pruned-optimized')} vs …) | measured | target |", "|---|---|---|"]

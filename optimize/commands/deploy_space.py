@@ -14,8 +14,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the Space's hardware: gpu installs requirements-gpu.txt (CUDA builds of ONNX Runtime)")
     parser.add_argument("--private", action="store_true", help="make the Space private")
     parser.add_argument("--token-secret", action="store_true",
-                        help="store this token as the Space's secret HF_TOKEN, which private variant repos need "
-                             "(a read token is enough there)")
+                        help="store this token (it can write) as the Space's secret HF_TOKEN, which private variant "
+                             "repos need; a read token set in the Space's settings is safer")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from models.answerability import question_names
 from models.squad_metric import best_of, exact, f1, normalize_answer  # noqa: F401 - re-exported for the build
 
 # ../shared/data beside the checkout; SHOWDOWN_SHARED_DATA points elsewhere (a lent GPU machine gets a copy)
-SHARED_DATA = settings.shared_data()
+SHARED_DATA = settings.shared_data(check=False)  # checked where the app or a command starts
 DEFAULT_SQUAD_PATH = SHARED_DATA / "squad-v2-dev" / "dev-v2.0.json"
 # The first 10 articles of the official SQuAD 2.0 train set: extra training data, no title shared with dev.
 TRAIN_HEAD_PATH = SHARED_DATA / "squad-v2-train-head" / "train-v2.0-first10.json"

@@ -15,6 +15,7 @@ deploy-space says so, and with --token-secret stores its token as the Space's se
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,9 +34,6 @@ SPACE_FILES = ("app.py", "README.md", "models/*.py", "ui/*.py", "optimize/**/*.p
 REQUIREMENTS: dict[str, str] = {"cpu": "requirements.txt", "gpu": "requirements-gpu.txt"}
 PREFIX_VARIABLE = "SHOWDOWN_HUB_PREFIX"  # what models.showdown.Showdown.from_environment reads
 TOKEN_SECRET = "HF_TOKEN"  # a Space's secrets are its environment; huggingface_hub reads this one
-# The layout deploy-space owns in a Space: what it uploads now, and what an earlier deploy may have left
-OWNED_FILES = ("app.py", "README.md", "requirements.txt")
-OWNED_FOLDERS = ("models/", "ui/", "optimize/", "reports/", "docs/")
 
 
 def refused_repo_id(repo: str) -> str | None:
@@ -86,32 +84,49 @@ def pushed_names(prefix: str) -> list[str]:
 
 
 def pushed_repos(api: HfApi, prefix: str) -> dict[str, bool]:
-    """The variant repos under `prefix` that exist -> private? (the app serves these, reports the others unavailable)."""
-    from huggingface_hub.errors import RepositoryNotFoundError
+    """The variant repos under `prefix` that exist -> does a Space need a token to read it (private or gated)? The
+    app serves these and reports the others unavailable."""
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
     found = {}
     for repo in pushed_names(prefix):
         try:
-            found[repo] = bool(api.model_info(repo).private)
+            info = api.model_info(repo)
+        except GatedRepoError:  # a subclass of RepositoryNotFoundError: it is there, behind a gate
+            found[repo] = True
         except RepositoryNotFoundError:
             continue
+        else:
+            found[repo] = bool(info.private or info.gated)
     return found
 
 
+def uploaded_by_a_deploy(name: str) -> bool:
+    """Whether `name` is a path SPACE_FILES would upload (a file of the app's own layout, from this deploy or an
+    earlier one), as Path.glob reads them: `*` within one folder, `**/` across none or any number."""
+    def pattern(glob: str) -> str:
+        return "".join("(?:.*/)?" if part == "**/" else "[^/]*" if part == "*" else re.escape(part)
+                       for part in re.split(r"(\*\*/|\*)", glob))
+    return any(re.fullmatch(pattern(glob), name) for glob in (*SPACE_FILES, "requirements.txt"))
+
+
 def stale_files(api: HfApi, space: str, uploading: dict[str, Path]) -> list[str]:
-    """Files of the app's layout already in the Space that this deploy does not upload (an earlier deploy's)."""
-    if not api.repo_exists(space, repo_type="space"):
+    """Files of the app's layout already in the Space that this deploy does not upload (an earlier deploy's); not
+    files someone else put there (the Hub's .gitattributes, docs/notes/…)."""
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    try:
+        present = [s.rfilename for s in api.space_info(space).siblings or []]
+    except RepositoryNotFoundError:  # its first deploy
         return []
-    present = [s.rfilename for s in api.space_info(space).siblings or []]
-    return sorted(name for name in present if name not in uploading
-                  and (name in OWNED_FILES or name.startswith(OWNED_FOLDERS)))
+    return sorted(name for name in present if name not in uploading and uploaded_by_a_deploy(name))
 
 
 @dataclass(frozen=True)
 class Deployed:
     uploaded: list[str]
     deleted: list[str]  # an earlier deploy's files this checkout no longer has
-    private_repos: list[str]  # variant repos the Space reads only with a token
+    private_repos: list[str]  # variant repos the Space reads only with a token (private or gated)
 
 
 def deploy(config: SpaceConfig, token: str | None = None) -> Deployed:
@@ -162,9 +177,11 @@ def run(space: str | None, hub_prefix: str | None, device: Device = "cpu", priva
           f"serving {config.hub_prefix}-*")
     if done.private_repos and token_secret:
         print(f"stored this token as the Space's secret {TOKEN_SECRET}: it reads the {len(done.private_repos)} "
-              "private variant repos")
+              "private variant repos (it can also write: a read token set in the Space's settings is safer)")
     elif done.private_repos:
         print(f"warning: {len(done.private_repos)} variant repos are private ({', '.join(done.private_repos)}): the "
               f"Space reads them only with a secret {TOKEN_SECRET} (a read token) in its settings; --token-secret "
               "stores this token there", file=sys.stderr)
+    elif token_secret:
+        print(f"no variant repo is private: --token-secret stored nothing")
     return 0
