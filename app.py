@@ -73,7 +73,8 @@ from models.errors import ConfigError, InputError, VariantUnavailable
 from models.logs import configure_logging
 from models.machine import describe, slower_here
 from models.qa import no_answer_flag
-from models.reports import REPORTS_DIR, MeasureHere, versions_label
+from models.measure_here import MeasureHere
+from models.reports import REPORTS_DIR, versions_label
 from models.showdown import Showdown
 from optimize.first_start import start_background_build
 from ui.about import about_text
@@ -128,6 +129,7 @@ def _status_texts(showdown: Showdown) -> tuple[str, str]:
 
 
 def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Blocks:
+    measurer = measurer or MeasureHere()
     with gr.Blocks(title="Inference Showdown") as demo:
         gr.Markdown("# Inference Showdown\nOne input; the **baseline**, **optimized**, **pruned** and "
                     "**pruned-optimized** variants answer side by side, each timed live on this machine, "
@@ -138,21 +140,24 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
         # update landing as the visitor switches tabs set the page's tabs measuring themselves on every animation
         # frame for as long as the page stays open, in the visitor's browser, which takes it from the models being
         # timed when it runs on the same 2 cores (experiments/app-timing; tests/test_browser.py checks every tab).
-        at_start = ("", _status_texts(showdown)[1])  # no building line baked in: it would stay for later visitors
+        # The Benchmarks tab's "Measure on this machine" status rides the same timer: a page opened during or after a
+        # measurement had shown "not measured yet".
+        at_start = ("", _status_texts(showdown)[1], measurer.status())  # no building line baked in for later visitors
         building_md = gr.Markdown(at_start[0], elem_id="building")
         with gr.Accordion("Variant status", open=False):
             status_md = gr.Markdown(at_start[1])
         shown = gr.State(at_start)  # what this page shows: only a change is sent
-
-        def refresh(before: tuple[str, str]):
-            now = _status_texts(showdown)
-            return (gr.skip(), gr.skip(), before) if now == before else (*now, now)
-
-        gr.Timer(3.0).tick(refresh, shown, [building_md, status_md, shown], api_visibility="private", queue=False)
         qa_tab(showdown)
         generation_tab(showdown)
         your_data_tab(showdown, Limits.from_environment())
-        benchmarks_tab(measurer or MeasureHere())
+        measured_md = benchmarks_tab(measurer)
+
+        def refresh(before: tuple[str, str, str]):
+            now = (*_status_texts(showdown), measurer.status())
+            return tuple(gr.skip() if new == old else new for new, old in zip(now, before)) + (now,)
+
+        gr.Timer(3.0).tick(refresh, shown, [building_md, status_md, measured_md, shown], api_visibility="private",
+                           queue=False)
         with page_tab("About"):
             gr.Markdown(about_text())
         gr.api(showdown.variants, api_name="variants")

@@ -4,12 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
-import tempfile
-import threading
-import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -283,69 +277,6 @@ def pruning_markdown(directory: Path = REPORTS_DIR) -> str:
     from the build's measurements and experiments/pruned-decoder-candidate/measure.py)."""
     path = directory / "pruning-generation.md"
     return path.read_text() if path.exists() else "No pruning report yet."
-
-
-def quick_bench(progress: Callable[[str], None]) -> str:
-    """`python -m optimize bench --quick --no-app` in a child process (its models stay out of the
-    app's memory); each line it prints is the progress. Returns its table, labelled."""
-    with tempfile.TemporaryDirectory(prefix="showdown-bench-") as output:
-        command = [sys.executable, "-m", "optimize", "bench", "--quick", "--no-app", "--output", output]
-        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        tail: list[str] = []
-        for line in process.stdout:
-            if line.strip():
-                tail = (tail + [line.strip()])[-20:]
-                progress(line.strip())
-        if process.wait() != 0:
-            raise RuntimeError("the bench stopped: " + " / ".join(tail[-3:]))
-        return bench_markdown(Path(output))
-
-
-@dataclass
-class MeasureHere:
-    """The Benchmarks tab's "Measure on this machine": one measurement at a time, in a background
-    thread, its progress and last result kept for every visitor. `measure(progress)` returns a
-    labelled Markdown table; the tests pass a tiny one."""
-
-    measure: Callable[[Callable[[str], None]], str] = quick_bench
-    result: str = ""
-    progress: str = ""
-    running: bool = False
-    _started: float = 0.0
-    _changed: threading.Condition = field(default_factory=threading.Condition)
-
-    def start(self) -> bool:
-        """False when a measurement is already running (it is not started twice)."""
-        with self._changed:
-            if self.running:
-                return False
-            self.running, self.progress, self._started = True, "starting", time.monotonic()
-        threading.Thread(target=self._run, name="measure-here", daemon=True).start()
-        return True
-
-    def _run(self) -> None:
-        try:
-            result = self.measure(self._report)
-        except Exception as error:  # noqa: BLE001 - shown in the tab; the app keeps serving
-            result = f"⚠️ The measurement failed: {type(error).__name__}: {error}"
-        with self._changed:
-            self.result, self.running = result, False
-            self._changed.notify_all()
-
-    def _report(self, message: str) -> None:
-        with self._changed:
-            self.progress = message
-            self._changed.notify_all()
-
-    def wait(self, timeout_s: float) -> None:
-        """Until the progress changes, the run ends, or `timeout_s` passes."""
-        with self._changed:
-            self._changed.wait(timeout_s)
-
-    def status(self) -> str:
-        if self.running:
-            return f"⏳ Measuring on this machine ({time.monotonic() - self._started:.0f} s): {self.progress}"
-        return self.result or "Not measured on this machine yet."
 
 
 def save_rows(name: str, title: str, rows: list[dict], directory: Path = REPORTS_DIR) -> None:

@@ -6,13 +6,15 @@ import time
 import pytest
 from gradio_client import Client
 
-from models.reports import MeasureHere, machine_label
+from models.measure_here import MeasureHere
+from models.reports import machine_label
+from tests.test_browser import ARGS, CHROMIUM
 
 RELEASE = threading.Event()  # the tiny measurement holds its result until the test has asked twice
 
 
 @pytest.fixture(scope="module")
-def client(built_presets):
+def served(built_presets):
     import socket
 
     from app import serve
@@ -33,8 +35,13 @@ def client(built_presets):
         port = sock.getsockname()[1]
     demo = serve(showdown, MeasureHere(measure=tiny_bench), server_name="127.0.0.1", server_port=port,
                  prevent_thread_lock=True, quiet=True)
-    yield Client(f"http://127.0.0.1:{port}/", verbose=False)
+    yield f"http://127.0.0.1:{port}/"
     demo.close()
+
+
+@pytest.fixture(scope="module")
+def client(served):
+    return Client(served, verbose=False)
 
 
 def _until(condition, deadline_s: float = 120.0):
@@ -45,18 +52,75 @@ def _until(condition, deadline_s: float = 120.0):
     return value
 
 
-def test_measure_on_this_machine_shows_progress_refuses_a_second_run_then_a_labelled_result(client):
+def test_measure_on_this_machine_shows_progress_lets_a_second_visitor_follow_then_a_labelled_result(client, served):
     first = client.submit(api_name="/measure_here")
     _until(lambda: any("timed; finishing" in output for output in first.outputs()))
     assert any(output.startswith("⏳ Measuring on this machine") for output in first.outputs())
 
-    second = client.predict(api_name="/measure_here")
-    assert "already running" in second
+    second = client.submit(api_name="/measure_here")  # not a second run: it follows the first (it had frozen)
+    _until(lambda: any("already running" in output for output in second.outputs()))
 
     RELEASE.set()
     result = first.result(timeout=120)
     assert result.startswith("**") and " cores, " in result and "; measured 20" in result  # machine and date
     assert "| baseline |" in result and "| optimized |" in result  # the tiny presets' own rows
+    assert second.result(timeout=120).endswith(result)  # the same result reached the one who joined
+
+    if CHROMIUM is None:
+        pytest.skip("Debian chromium is not installed: a fresh page's status was not checked")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:  # a page opened after the run shows its result (it said "not measured yet")
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(served)
+        page.get_by_role("tab", name="Benchmarks").click()
+        page.get_by_role("button", name="Against alternatives").click()
+        shown = page.wait_for_function("() => document.querySelector('#measured-here')?.textContent.includes('baseline')",
+                                       timeout=30_000)
+        assert shown and "Not measured on this machine yet" not in page.locator("#measured-here").inner_text()
+        browser.close()
+
+
+def test_the_bench_s_progress_is_its_own_steps_and_a_stop_says_how_it_ended():
+    """Raw output had been the progress (tokenizer warnings, llama.cpp's absence for a minute), and a killed bench
+    was blamed on its last warning."""
+    from models.measure_here import step, stopped
+
+    assert step("2026-11-29 16:35:35,232 optimize.bench.run QA ~128 tokens done") == "QA ~128 tokens done"
+    assert step("Token indices sequence length is longer than the specified maximum (540 > 512)") is None
+    assert step("2026-11-29 16:35:36,000 optimize.bench.contenders llama.cpp not benchmarked: not installed") is None
+    assert stopped(-9, ["a", "b", "Token indices …"]).startswith("the bench stopped (killed by signal 9)")
+    assert stopped(2, ["error: --output …"]) == "the bench stopped (exit status 2); its last lines: error: --output …"
+
+
+def test_a_bench_started_for_the_app_stops_when_the_app_does(tmp_path):
+    """`--parent-pid`: the bench the app starts ends with the app (it had run on under PID 1 for minutes)."""
+    import subprocess
+    import sys
+
+    from models.catalog import REPO_ROOT
+
+    # a parent that starts the watchdog's bench with its own pid, then exits at once; the orphan must follow it
+    parent = ("import subprocess, sys, os\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'from optimize.commands.bench import stop_with_parent;'"
+              " 'import os, time; stop_with_parent(os.getppid()); print(os.getpid(), flush=True); time.sleep(60)'],"
+              " stdout=subprocess.PIPE, text=True)\n"
+              "print(child.stdout.readline().strip(), flush=True)\n")
+    done = subprocess.run([sys.executable, "-c", parent], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    pid = int(done.stdout.strip())
+    _until(lambda: not _alive(pid), deadline_s=20)
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie (exited, not yet reaped by init) counts as ended
+        return stat.read().split(")")[-1].split()[0] != "Z"
 
 
 def test_a_record_written_after_a_long_measure_keeps_what_another_build_added_meanwhile(tmp_path, monkeypatch):

@@ -4,25 +4,24 @@ from __future__ import annotations
 
 import gradio as gr
 
-from models.reports import MeasureHere, bench_markdown, load_length_table, load_report_table, pruning_markdown, report_chart
+from models.measure_here import MeasureHere
+from models.reports import bench_markdown, load_length_table, load_report_table, pruning_markdown, report_chart
 from ui.columns import page_tab
 
 
 def measure_here_events(measurer: MeasureHere):
-    """The button's handler: start the quick bench and follow its progress, or say that one is
-    running already (one at a time: two would time each other)."""
+    """The button's handler: start the quick bench, or join the one running (one at a time: two would time each
+    other), and follow it to its result; a second visitor's status had frozen at the moment of the click."""
     def measure_on_this_machine():
-        if not measurer.start():
-            yield f"A measurement is already running on this machine; one runs at a time.\n\n{measurer.status()}"
-            return
+        joined = "" if measurer.start() else "A measurement was already running on this machine (one runs at a time): following it.\n\n"
         while measurer.running:
-            yield measurer.status()
+            yield joined + measurer.status()
             measurer.wait(timeout_s=2.0)
-        yield measurer.status()
+        yield joined + measurer.status()
     return measure_on_this_machine
 
 
-def benchmarks_tab(measurer: MeasureHere) -> None:
+def benchmarks_tab(measurer: MeasureHere) -> gr.Markdown:
     """One section per question a visitor brings (how fast is each task, what did pruning cost, how does it
     stand against what they would run instead), each shut but the first, so that no answer sits under a page of
     the others."""
@@ -36,7 +35,7 @@ def benchmarks_tab(measurer: MeasureHere) -> None:
         with gr.Accordion("Pruning", open=False):
             gr.Markdown(pruning_markdown())
         with gr.Accordion("Against alternatives", open=False):
-            _against_alternatives(measurer)
+            return _against_alternatives(measurer)
 
 
 def _report(task: str) -> None:
@@ -53,17 +52,20 @@ def _report(task: str) -> None:
         gr.Image(chart, show_label=False, height=320)
 
 
-def _against_alternatives(measurer: MeasureHere) -> None:
+def _against_alternatives(measurer: MeasureHere) -> gr.Markdown:
+    """Returns the measurement's status line, which the page's timer keeps current (app.build_ui)."""
     gr.Markdown("### Against what users would pick instead (`python -m optimize bench`)")
     # one above the other, each at full width: side by side, the committed table's nine columns
     # wrapped their headers letter by letter
     gr.Markdown("#### Measured here")
     with gr.Row():
         measure_button = gr.Button("Measure on this machine", variant="secondary", scale=1)
-        gr.Markdown("The quick bench (`python -m optimize bench --quick --no-app`), here and now: "
-                    "a few minutes, while the live columns' timings share the cores with it.")
-    measured = gr.Markdown(measurer.status(), elem_id="measured-here")
+        gr.Markdown("The quick bench (`python -m optimize bench --quick --no-app`), here and now: a few minutes "
+                    "(more the first time: it exports optimum's INT8 models to compare with), while the live "
+                    "columns' timings share the cores with it.")
+    measured = gr.Markdown(measurer.status(), elem_id="measured-here")  # kept current by the page's timer (app.py)
     gr.Markdown("#### Committed (`reports/bench.md`)")
     gr.Markdown(bench_markdown())
     measure_button.click(measure_here_events(measurer), None, measured, api_name="measure_here",
                          concurrency_limit=None)
+    return measured

@@ -325,6 +325,7 @@ def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "ge
     showdown = Showdown.from_environment()
     bench = Bench(machine=machine(), config=asdict(config), created=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     if "qa" in tasks:
+        log.info("QA: loading the transformers pipeline and optimum's INT8 (exported once, the first time)")
         outside = qa_pipelines(showdown.runner("qa", "baseline").path)
         bench.results += bench_qa(showdown, config, outside)
         accuracy = {v: showdown.variant_status("qa", v)["accuracy"] for v in ("baseline", "optimized", "pruned", "pruned-optimized")}
@@ -341,10 +342,13 @@ def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "ge
             bench.memory["gradio_client_floor_p50_ms"] = overheads[FLOOR]
     if "generation" in tasks:
         runners = project_runners(showdown, config)
-        with _llama_cpp(showdown) as llama_cpp:
+        with _llama_cpp(showdown) as llama_cpp:  # each step's line is the app's progress (models/measure_here.py)
+            log.info("generation: every decoder writes exactly %d tokens", config.new_tokens)
             bench.results += bench_generation(showdown, config, llama_cpp, runners)
+            log.info("generation: prompt lookup on a reading and a rewrite prompt")
             bench.results += bench_lookup(config, llama_cpp, runners)
             if config.agreement_prompts:
+                log.info("generation: greedy tokens against PyTorch fp32's")
                 bench.memory["agreement"] = greedy_agreement(showdown, config, llama_cpp, runners)
         bandwidth = memory_bandwidth_gbs()
         bench.memory.update(bandwidth_gbs=bandwidth, decode={})

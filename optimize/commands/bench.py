@@ -18,6 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", type=Path, help="folder for bench.json / bench.md (default reports/)")
     parser.add_argument("--render", action="store_true",
                         help="no timing: the ratios and table again from the stored bench.json's rows")
+    parser.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)  # the app's: stop when it stops
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,6 +28,8 @@ def run(args: argparse.Namespace) -> int:
     from optimize.commands.common import flags_given, writable_output
 
     writable_output(args.output)
+    if args.parent_pid:
+        stop_with_parent(args.parent_pid)
     if args.render and (timing := flags_given(args, add_arguments, ("task", "quick", "no_app"))):
         raise InputError(f"--render times nothing: {', '.join(timing)} would be ignored")  # they were, silently
     if args.render:
@@ -40,3 +43,18 @@ def run(args: argparse.Namespace) -> int:
         config = replace(config, app=False)
     bench_run(config, tuple(dict.fromkeys(args.task or ("qa", "generation"))), **({"output": args.output} if args.output else {}))
     return 0
+
+
+def stop_with_parent(pid: int) -> None:
+    """The app's "Measure on this machine" runs the bench as its child: when the app stops, the bench stops too (it had
+    run on for minutes under PID 1, timing nothing anyone would see)."""
+    import os
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == pid:
+            time.sleep(1.0)  # a watchdog's poll: the parent's end has no event to wait on
+        os._exit(1)
+
+    threading.Thread(target=watch, name="stop-with-parent", daemon=True).start()
