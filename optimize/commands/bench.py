@@ -13,7 +13,8 @@ HELP = "project variants vs the transformers pipeline, optimum INT8 and llama.cp
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", choices=("qa", "generation"), action="append")
-    parser.add_argument("--quick", action="store_true", help="few rounds, no long document (the regression test's setting)")
+    parser.add_argument("--quick", action="store_true",
+                        help="few rounds, 32 new tokens, no long document (the regression test's setting)")
     parser.add_argument("--no-app", action="store_true", help="skip the gradio_client round trip")
     parser.add_argument("--output", type=Path, help="folder for bench.json / bench.md (default reports/)")
     parser.add_argument("--render", action="store_true",
@@ -36,8 +37,9 @@ def run(args: argparse.Namespace) -> int:
         render(**({"output": args.output} if args.output else {}))
         return 0
 
+    # quick: ratios, not the report's figures (the regression test and the app's "Measure on this machine")
     config = (BenchConfig(qa_rounds=5, long_document_words=0, generation_rounds=2, app_rounds=5, outside_f1=False,
-                          agreement_prompts=2, exact_rung=False)
+                          agreement_prompts=2, exact_rung=False, new_tokens=32)
               if args.quick else BenchConfig())
     if args.no_app:
         config = replace(config, app=False)
