@@ -112,20 +112,23 @@ def _status_markdown(statuses: list[dict]) -> str:
     return "\n".join(rows)
 
 
-def _building_markdown(statuses: list[dict]) -> str:
-    """A line above the tabs while variants build (empty once all are built), naming each and its step."""
+def _building_markdown(statuses: list[dict], measuring: bool = False) -> str:
+    """A line above the tabs while variants build (empty once all are built), naming each and its step, and while a
+    visitor's "Measure on this machine" runs: the live timings on every tab read slower meanwhile, which no tab said."""
     building = [status for status in statuses if status["status"] == "building"]
-    if not building:
-        return ""
     steps = "; ".join(f"{status['task']} / {status['variant']}: {status['detail']}" for status in building)
-    return (f"🟡 **Building {len(building)} variant{'s' if len(building) > 1 else ''} on this machine** ({steps}). "
-            "Built variants answer meanwhile; *Variant status* lists them all.")
+    lines = [f"🟡 **Building {len(building)} variant{'s' if len(building) > 1 else ''} on this machine** ({steps}). "
+             "Built variants answer meanwhile; *Variant status* lists them all."] if building else []
+    if measuring:
+        lines.append("⏳ **A benchmark is running on this machine** (Benchmarks → Against alternatives): the live "
+                     "timings share the cores with it and read slower until it ends.")
+    return "\n\n".join(lines)
 
 
-def _status_texts(showdown: Showdown) -> tuple[str, str]:
+def _status_texts(showdown: Showdown, measuring: bool = False) -> tuple[str, str]:
     """The building line and the status table, from one read of every variant's state (files, records)."""
     statuses = showdown.variants()
-    return _building_markdown(statuses), _status_markdown(statuses)
+    return _building_markdown(statuses, measuring), _status_markdown(statuses)
 
 
 def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Blocks:
@@ -153,7 +156,7 @@ def build_ui(showdown: Showdown, measurer: MeasureHere | None = None) -> gr.Bloc
         measured_md = benchmarks_tab(measurer)
 
         def refresh(before: tuple[str, str, str]):
-            now = (*_status_texts(showdown), measurer.status())
+            now = (*_status_texts(showdown, measurer.running), measurer.status())
             return tuple(gr.skip() if new == old else new for new, old in zip(now, before)) + (now,)
 
         gr.Timer(3.0).tick(refresh, shown, [building_md, status_md, measured_md, shown], api_visibility="private",

@@ -226,3 +226,15 @@ def test_the_model_picker_tells_a_space_visitor_nothing_they_cannot_run(built_pr
         assert "python -m optimize build" in preset_picker(showdown, "qa").info
         monkeypatch.setenv("SPACE_ID", "org/showdown")
         assert preset_picker(showdown, "qa").info is None
+
+
+def test_the_line_above_the_tabs_says_when_a_benchmark_shares_the_cores():
+    """While a visitor's "Measure on this machine" ran, every tab's live timings read slower and none said why."""
+    from app import _building_markdown
+
+    ready = [{"task": "qa", "variant": "baseline", "status": "ready", "detail": "torch"}]
+    building = [{"task": "qa", "variant": "optimized", "status": "building", "detail": "exporting"}]
+    assert _building_markdown(ready) == ""
+    assert _building_markdown(ready, measuring=True).startswith("⏳ **A benchmark is running on this machine**")
+    both = _building_markdown(building, measuring=True)
+    assert both.startswith("🟡 **Building 1 variant") and "A benchmark is running" in both
