@@ -28,6 +28,7 @@ class FakeHub:
         self.authorizations: list[str] = []
         self.write_token: str | None = None  # set: a write with another token is refused with 401, as the Hub does
         self.private: set[str] = set()  # repos made private by their settings (update_repo_settings)
+        self.gated: set[str] = set()  # repos whose files a reader gets only with a token (their info says "auto")
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -111,6 +112,7 @@ class FakeHub:
                 if repo not in hub.repos or hub.repo_types.get(repo, "model") != kind:  # a Space is no model repo
                     return self._send(404, b'{"error": "Repository not found"}', {"X-Error-Code": "RepoNotFound"}, body)
                 info = {"id": repo, "modelId": repo, "sha": hub.commit(repo), "private": repo in hub.private,
+                        "gated": "auto" if repo in hub.gated else False,
                         "siblings": [{"rfilename": name} for name in sorted(hub.repos[repo])]}
                 self._send(200, json.dumps(info).encode(), {"Content-Type": "application/json"}, body)
 

@@ -105,17 +105,21 @@ def test_private_variant_repos_are_named_and_the_token_is_stored_as_a_space_secr
     with FakeHub() as hub:
         hub.repos[f"{PREFIX}-qa-baseline"] = hub.repos[f"{PREFIX}-qa-pruned"] = {"config.json": b"{}"}
         hub.private.add(f"{PREFIX}-qa-pruned")
+        hub.repos[f"{PREFIX}-qa-optimized"] = {"config.json": b"{}"}
+        hub.gated.add(f"{PREFIX}-qa-optimized")  # public but gated: a Space needs a token for it too
         warned = deploy(hub, tmp_path)
         secrets_after_warning = dict(hub.secrets)
         stored = deploy(hub, tmp_path, "--token-secret")
         hub.private.clear()
+        hub.gated.clear()
         public = deploy(hub, tmp_path, "--token-secret")
     assert warned.returncode == 0 and stored.returncode == 0, warned.stderr[-2000:] + stored.stderr[-2000:]
-    assert warned.stderr.startswith("warning: 1 variant repos are private (showdown-org/demo-qa-pruned)")
+    assert warned.stderr.startswith("warning: 2 variant repos are private or gated (showdown-org/demo-qa-optimized, "
+                                    "showdown-org/demo-qa-pruned)"), warned.stderr
     assert "--token-secret" in warned.stderr and secrets_after_warning == {}
     assert hub.secrets == {SPACE: {"HF_TOKEN": TOKEN}}
     assert "secret HF_TOKEN" in stored.stdout and TOKEN not in warned.stdout + warned.stderr + stored.stdout + stored.stderr
-    assert public.returncode == 0 and "no variant repo is private: --token-secret stored nothing" in public.stdout
+    assert public.returncode == 0 and "no variant repo is private or gated: --token-secret stored nothing" in public.stdout
 
 
 def test_deploy_says_what_to_do_when_nothing_was_pushed_or_a_name_is_malformed(tmp_path):

@@ -177,11 +177,11 @@ def run(space: str | None, hub_prefix: str | None, device: Device = "cpu", priva
           f"serving {config.hub_prefix}-*")
     if done.private_repos and token_secret:
         print(f"stored this token as the Space's secret {TOKEN_SECRET}: it reads the {len(done.private_repos)} "
-              "private variant repos (it can also write: a read token set in the Space's settings is safer)")
+              "private or gated variant repos (it can also write: a read token set in the Space's settings is safer)")
     elif done.private_repos:
-        print(f"warning: {len(done.private_repos)} variant repos are private ({', '.join(done.private_repos)}): the "
-              f"Space reads them only with a secret {TOKEN_SECRET} (a read token) in its settings; --token-secret "
+        print(f"warning: {len(done.private_repos)} variant repos are private or gated ({', '.join(done.private_repos)}): "
+              f"the Space reads them only with a secret {TOKEN_SECRET} (a read token) in its settings; --token-secret "
               "stores this token there", file=sys.stderr)
     elif token_secret:
-        print(f"no variant repo is private: --token-secret stored nothing")
+        print("no variant repo is private or gated: --token-secret stored nothing")
     return 0
