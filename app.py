@@ -69,7 +69,7 @@ if __name__ == "__main__":  # before gradio, which reads GRADIO_SERVER_PORT with
 import gradio as gr  # noqa: E402
 
 from models.catalog import VARIANTS  # noqa: E402
-from models.errors import ConfigError, InputError, VariantUnavailable
+from models.errors import ConfigError, InputError
 from models.logs import configure_logging
 from models.machine import describe, slower_here
 from models.qa import no_answer_flag
@@ -80,12 +80,11 @@ from optimize.first_start import start_background_build
 from ui.about import about_text
 from ui.benchmarks import benchmarks_tab
 from ui.columns import page_tab
-from ui.errors import user_error
+from ui.errors import USER_ERRORS, user_error
 from ui.tasks import GENERATION_EXAMPLES, QA_EXAMPLES, SEED_CONTEXT, generation_tab, qa_tab  # noqa: F401 - the app's examples
 from ui.your_data import your_data_tab
 
 log = logging.getLogger("app")
-USER_ERRORS = (InputError, VariantUnavailable)
 
 
 def machine_markdown(reference: Path = REPORTS_DIR / "qa.json") -> str:

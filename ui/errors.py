@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import gradio as gr
 
+from models.errors import InputError, VariantUnavailable
+
+USER_ERRORS = (InputError, VariantUnavailable)  # what a visitor's input can cause: a message, never a trace
+
 
 def user_error(message: str) -> gr.Error:
     return gr.Error(message, print_exception=False)

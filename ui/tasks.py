@@ -11,13 +11,12 @@ import gradio as gr
 import pandas as pd
 
 from models.catalog import VARIANTS
-from models.errors import InputError, VariantUnavailable
 from models.showdown import Showdown
 from ui.columns import (chart_tops, check, fresh_history, page_tab, preset_picker, qa_answer_text, record, using,
                         variant_columns)
+from ui.errors import USER_ERRORS
 from ui.runs import kept_runs_outputs, kept_runs_row, next_run
 
-USER_ERRORS = (InputError, VariantUnavailable)
 NOT_RUN = "not selected for this run"  # a column a click leaves out says so, instead of an earlier click's numbers
 log = logging.getLogger("app")
 

@@ -9,15 +9,13 @@ from gradio.data_classes import FileData
 from gradio.utils import get_upload_folder, is_in_or_equal
 
 from models.catalog import VARIANT_COLORS, VARIANTS
-from models.errors import InputError, VariantUnavailable
 from models.qa import no_answer_flag
 from models.showdown import Showdown
 from models.your_data import FORMATS, ROW_COLUMNS, SUMMARY_COLUMNS, Limits, read_file, read_rows, score, summary_markdown
 from ui.columns import page_tab
-from ui.errors import user_error
+from ui.errors import USER_ERRORS, user_error
 from ui.runs import write_csv
 
-USER_ERRORS = (InputError, VariantUnavailable)
 EXAMPLE_CSV = ("context,question,answer\n"
                '"The second little pig built his house out of sticks.",What did the second pig build his house out of?,sticks\n'
                '"The second little pig built his house out of sticks.",What did the wolf eat?,\n')
