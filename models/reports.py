@@ -178,14 +178,11 @@ class Report:
         import matplotlib.pyplot as plt
 
         figure, axis = plt.subplots(figsize=(6, 4), dpi=110)
-        for row in self.rows:
-            accuracy = row.accuracy.get("overall_f1", row.accuracy.get("instruction_pct"))
-            if accuracy is None:
-                continue
+        for row, accuracy in self.chart_points():
             axis.scatter(row.latency_p50_ms, accuracy, s=60, color=VARIANT_COLORS.get(row.variant),
                          label=f"{row.variant} ({row.speedup_p50:.1f}x)")
-        axis.set_xlabel("latency p50 (ms)" + (", 64 new tokens" if self.task == "generation" else ""))
-        axis.set_ylabel("held-out SQuAD 2.0 F1" if self.task == "qa" else "instruction-set score (%)")
+        axis.set_xlabel(self.chart_axes()[0])
+        axis.set_ylabel(self.chart_axes()[1])
         axis.set_ylim(0, 100)  # full scales: 1-3 points between variants should look as small as they are
         axis.set_xlim(0, 1.1 * max((row.latency_p50_ms for row in self.rows), default=1))
         axis.legend(fontsize=8, loc="lower right")  # labels beside the points overlapped
@@ -194,6 +191,23 @@ class Report:
         figure.tight_layout()
         figure.savefig(path)
         plt.close(figure)
+
+    def chart_points(self) -> list[tuple[Row, float]]:
+        """Each plotted variant with its accuracy: the chart and its text alternative read the same points."""
+        return [(row, accuracy) for row in self.rows
+                if (accuracy := row.accuracy.get("overall_f1", row.accuracy.get("instruction_pct"))) is not None]
+
+    def chart_axes(self) -> tuple[str, str]:
+        return ("latency p50 (ms)" + (", 64 new tokens" if self.task == "generation" else ""),
+                "held-out SQuAD 2.0 F1" if self.task == "qa" else "instruction-set score (%)")
+
+    def chart_description(self) -> str:
+        """The chart in words, for a screen reader (the image's alt text) and anyone whose image did not load."""
+        latency, accuracy = self.chart_axes()
+        points = "; ".join(f"{row.variant}: {value:.1f} at {row.latency_p50_ms:.1f} ms ({row.speedup_p50:.1f}x)"
+                           for row, value in self.chart_points())
+        return (f"{self.preset}: {accuracy} against {latency}, one point per variant. "
+                + (f"{points}." if points else "No point: no variant has a measured accuracy."))
 
     @classmethod
     def load(cls, path: Path) -> Report:
@@ -258,9 +272,12 @@ def load_length_table(task: str, directory: Path = REPORTS_DIR):
     return pd.DataFrame(Report.load(path).length_table() if path.exists() else [])
 
 
-def report_chart(task: str, directory: Path = REPORTS_DIR) -> str | None:
-    path = directory / f"{task}.png"
-    return str(path) if path.exists() else None
+def report_chart(task: str, directory: Path = REPORTS_DIR) -> tuple[str, str] | None:
+    """The report's chart and its text alternative, None before a report drew one."""
+    path, report = directory / f"{task}.png", directory / f"{task}.json"
+    if not path.exists() or not report.exists():
+        return None
+    return str(path), Report.load(report).chart_description()
 
 
 def bench_markdown(directory: Path = REPORTS_DIR) -> str:

@@ -174,6 +174,13 @@ def test_benchmarks_tab_answers_each_question_in_its_own_section(page):
     page.get_by_role("tab", name="Benchmarks").click()
     for label in ("QA report", "Generation report", "Pruning", "Against alternatives"):
         page.get_by_role("button", name=label).wait_for(timeout=10_000)
+    # the open QA report's chart, drawn, and named in words for a screen reader (its alt text was empty)
+    chart = page.locator('img[alt*="against latency"]:visible')
+    chart.wait_for(timeout=10_000)
+    assert chart.count() == 1  # the QA report's: the generation report is shut
+    alt = chart.get_attribute("alt")
+    assert "baseline: " in alt and "pruned-optimized: " in alt and " ms (" in alt, alt
+    assert chart.evaluate("(img) => img.complete && img.naturalWidth > 0")
     button = page.get_by_role("button", name="Measure on this machine")
     assert not button.is_visible()
     page.get_by_role("button", name="Against alternatives").click()

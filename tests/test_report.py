@@ -28,7 +28,8 @@ def test_report_measures_ready_variants_side_by_side_and_round_trips(built_prese
         assert list(table["variant"]) == ["baseline", "optimized"] and report.preset in caption
         # the tab's table had them past the accuracy columns, out of view (generation's even at 1,400 px)
         assert list(table.columns)[:3] == ["variant", "speedup", "p50 (ms)"], list(table.columns)
-        assert report_chart(task, tmp_path).endswith(f"{task}.png")
+        chart, description = report_chart(task, tmp_path)
+        assert chart.endswith(f"{task}.png") and "no variant has a measured accuracy" in description, description
     text = (tmp_path / "generation.md").read_text()
     header = next(line for line in text.splitlines() if line.startswith("| variant"))  # prompt and decoding apart (issue 52)
     import onnxruntime
@@ -64,10 +65,15 @@ def test_report_plot_draws_each_variant_in_the_apps_colour(tmp_path):
     rows = [Row(variant=variant, runtime="torch", parameters=1, size_mb=1.0, accuracy={"overall_f1": 40.0 + index},
                 latency_p50_ms=10.0 * (4 - index), latency_p95_ms=11.0 * (4 - index), speedup_p50=4 / (4 - index))
             for index, variant in enumerate(VARIANT_COLORS)]
-    Report(task="qa", preset="tiny", workload="QA", machine={}, rows=rows).plot(tmp_path / "qa.png")
+    report = Report(task="qa", preset="tiny", workload="QA", machine={}, rows=rows)
+    report.plot(tmp_path / "qa.png")
     drawn = set(Image.open(tmp_path / "qa.png").convert("RGB").getdata())
     for variant, colour in VARIANT_COLORS.items():
         assert ImageColor.getrgb(colour) in drawn, variant
+    # the same points in words, the chart's alt text in the app (gradio's image gave it an empty one)
+    description = report.chart_description()
+    for row in rows:
+        assert f"{row.variant}: {row.accuracy['overall_f1']:.1f} at {row.latency_p50_ms:.1f} ms" in description, description
 
 
 def test_qa_context_fills_the_requested_number_of_tokens(built_presets):
