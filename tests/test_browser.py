@@ -113,6 +113,23 @@ def test_empty_question_shows_a_message_not_a_trace(page):
     assert page.get_by_text("Traceback").count() == 0
 
 
+def test_each_task_s_button_is_in_view_of_a_small_embed_and_enter_in_the_question_answers(browser, app_url):
+    """In an 800x600 iframe the buttons sat under the options, past the fold: a visitor saw no way to run it."""
+    small = browser.new_page(viewport={"width": 800, "height": 600})
+    try:
+        small.goto(app_url)
+        for tab, button in (("Question answering", "Answer with every variant"),
+                            ("Text generation", "Generate with every variant")):
+            small.get_by_role("tab", name=tab).click()
+            box = small.get_by_role("button", name=button).bounding_box()
+            assert box and box["y"] + box["height"] <= 600, (tab, box)
+        small.get_by_role("tab", name="Question answering").click()
+        small.get_by_label("Question").press("Enter")
+        small.get_by_text("vs baseline").first.wait_for(timeout=60_000)
+    finally:
+        small.close()
+
+
 def test_generation_tab_streams_text_in_each_column(page):
     page.get_by_role("tab", name="Text generation").click()
     page.get_by_label("number input for Max new tokens").fill("4")

@@ -90,21 +90,23 @@ def qa_tab(showdown: Showdown) -> None:
             context = gr.Textbox(label="Context", lines=8, value=SEED_CONTEXT, scale=3)
             with gr.Column(scale=2):
                 question = gr.Textbox(label="Question", value="Who worked a little bit harder?")
+                # under its input, not under the options: below them it sat past the fold of an 800x600 embed
+                qa_button = gr.Button("Answer with every variant", variant="primary")
                 qa_preset = preset_picker(showdown, "qa")
                 qa_selected = gr.CheckboxGroup(list(VARIANTS), value=list(VARIANTS), label="Variants")
                 allow_no_answer = gr.Checkbox(
                     value=False, label="Allow 'no answer' (SQuAD 2.0)",
                     info="Off: the best span, as transformers' pipeline returns it. On: 'no answer' when "
                          "the variant rates the question unanswerable.")
-                qa_button = gr.Button("Answer with every variant", variant="primary")
         example_buttons(QA_EXAMPLES, [context, question, allow_no_answer], label_column=1)
         qa_answers, qa_stats, qa_history, qa_charts = variant_columns("qa", "Answer", 1, "QA")
         qa_runs, qa_download, qa_table = kept_runs_row("qa")
         qa_preset.change(fresh_history, None, [qa_history, *qa_charts], api_visibility="private")
-        qa_button.click(answer_click, [context, question, qa_selected, allow_no_answer, qa_history, qa_runs, qa_preset],
-                        [*qa_answers, *qa_stats, qa_history, *qa_charts, qa_runs, qa_download, qa_table],
-                        api_visibility="private", show_progress="hidden"  # its own "timing…" (BROWSER_LOAD)
-                        ).then(chart_tops, qa_history, qa_charts, queue=False, api_visibility="private")
+        gr.on([qa_button.click, question.submit],  # Enter in the question answers, as a search box does
+              answer_click, [context, question, qa_selected, allow_no_answer, qa_history, qa_runs, qa_preset],
+              [*qa_answers, *qa_stats, qa_history, *qa_charts, qa_runs, qa_download, qa_table],
+              api_visibility="private", show_progress="hidden"  # its own "timing…" (BROWSER_LOAD)
+              ).then(chart_tops, qa_history, qa_charts, queue=False, api_visibility="private")
 
 
 def generation_tab(showdown: Showdown) -> None:
@@ -139,12 +141,13 @@ def generation_tab(showdown: Showdown) -> None:
 
     with page_tab("Text generation"):
         with gr.Row():
-            prompt = gr.Textbox(label="Prompt", lines=3, value=GENERATION_EXAMPLES[0][0], scale=3)
+            with gr.Column(scale=3):
+                prompt = gr.Textbox(label="Prompt", lines=3, value=GENERATION_EXAMPLES[0][0])
+                gen_button = gr.Button("Generate with every variant", variant="primary")  # in view, as QA's
             with gr.Column(scale=2):
                 max_new_tokens = gr.Slider(1, 256, value=64, step=1, label="Max new tokens")
                 gen_preset = preset_picker(showdown, "generation")
                 gen_selected = gr.CheckboxGroup(list(VARIANTS), value=list(VARIANTS), label="Variants")
-                gen_button = gr.Button("Generate with every variant", variant="primary")
         example_buttons(GENERATION_EXAMPLES, [prompt], label_column=0)
         gen_texts, gen_stats, gen_history, gen_charts = variant_columns("generation", "Text", 6, "generation")
         gen_runs, gen_download, gen_table = kept_runs_row("generation")
