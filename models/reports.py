@@ -253,7 +253,7 @@ def load_report_table(task: str, directory: Path = REPORTS_DIR):
         return pd.DataFrame(), f"No {task} report yet: run `python -m optimize report`."
     report = Report.load(path)
     origins = [f"`{row.variant}` {', '.join(found)}" for row in report.rows if (found := accuracy_origins(row.accuracy))]
-    caption = (f"### {'Question answering' if task == 'qa' else 'Text generation'} — {report.preset}\n"
+    caption = (f"## {'Question answering' if task == 'qa' else 'Text generation'} — {report.preset}\n"
                f"{report.workload}; {machine_label(report.machine, report.created)}. Latency measured in that run; "
                "accuracy as each variant's build measured it"
                + ("; read from records, measured as shown: " + "; ".join(origins) if origins else "") + "."

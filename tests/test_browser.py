@@ -301,3 +301,56 @@ def test_an_idle_page_asks_for_no_animation_frames_on_any_tab(browser, app_url):
         if max(frames.values()) >= 30:  # under one frame in two; the loop makes thousands
             looping.append(frames)
     assert len(looping) <= 1, looping
+
+
+# What axe-core finds in gradio 6.17.3's own widgets, by rule and a piece of the node's markup: the page's own
+# content (headings, hint texts, buttons' colours, charts, tables) must add nothing beside them.
+GRADIO_OWN = {
+    "aria-hidden-focus": 'class="tab-container visually-hidden',  # the tabs' hidden measuring copy
+    "button-name": "<button class=\"svelte-11gaq1",  # the phone's tab overflow menu (an icon)
+    "image-redundant-alt": 'alt="Settings"',  # the footer
+    "svg-img-alt": 'aria-roledescription="symbol mark container"',  # vega's empty marks before a first run
+    "aria-allowed-role": 'role="listbox"',  # a dropdown's input
+    "aria-required-children": 'role="grid"',  # the dataframe
+    "nested-interactive": 'aria-dropeffect="copy"',  # the dataframe's and the upload's drop target
+    "label-content-name-mismatch": 'aria-dropeffect="copy"',
+    "aria-prohibited-attr": 'aria-label="Empty value"',  # an empty file output
+}
+
+
+def axe_violations(page) -> list[str]:
+    """axe-core's violations on the page as it stands, less gradio's own (GRADIO_OWN): "rule: markup" each."""
+    from pathlib import Path
+
+    import axe_playwright_python
+
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.add_script_tag(path=str(Path(axe_playwright_python.__file__).parent / "axe.min.js"))
+    found = page.evaluate("""async () => (await axe.run(document, {resultTypes: ['violations']})).violations
+        .flatMap((v) => v.nodes.map((n) => [v.id, n.html.slice(0, 160)]))""")
+    return [f"{rule}: {html}" for rule, html in found if GRADIO_OWN.get(rule, "\0") not in html]
+
+
+@pytest.mark.parametrize("width,height", [(1400, 1000), (390, 844)])
+def test_axe_core_finds_nothing_in_the_page_s_own_content_on_any_tab(browser, app_url, width, height):
+    """An audit found headings that skipped a level, hint texts, tab names and button labels under 4.5:1
+    contrast, a chart without alt text and a wide table a keyboard could not scroll on a phone."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    try:
+        page.goto(app_url)
+        page.get_by_role("tab", name="Question answering").wait_for()  # the selected one: a phone shows it alone
+        found = {}
+        for tab in ("Question answering", "Text generation", "Your data", "Benchmarks", "About"):
+            if page.get_by_role("tab", name=tab).is_visible():
+                page.get_by_role("tab", name=tab).click()
+            else:  # a phone's tab bar keeps the tabs that do not fit in a menu
+                page.locator(".overflow-menu > button").first.click()
+                page.locator(".overflow-dropdown button", has_text=tab).first.click()
+            if tab == "Benchmarks":
+                for section in ("Generation report", "Pruning", "Against alternatives"):  # the QA report is open
+                    page.get_by_role("button", name=section).click()
+                page.get_by_role("heading", name="Committed").wait_for(timeout=10_000)
+            found[tab] = axe_violations(page)
+        assert not any(found.values()), {tab: lines for tab, lines in found.items() if lines}
+    finally:
+        page.close()

@@ -37,7 +37,7 @@ def benchmarks_tab(measurer: MeasureHere) -> gr.Markdown:
             with gr.Accordion(label, open=task == "qa"):
                 _report(task)
         with gr.Accordion("Pruning", open=False):
-            gr.Markdown(pruning_markdown())
+            gr.Markdown(keyboard_scrollable(pruning_markdown(), "Pruning report"))
         with gr.Accordion("Against alternatives", open=False):
             return _against_alternatives(measurer)
 
@@ -55,6 +55,12 @@ def _report(task: str) -> None:
         gr.HTML(chart_html(*drawn))
 
 
+def keyboard_scrollable(markdown: str, name: str) -> str:
+    """Markdown whose wide tables scroll sideways on a phone, in a named region that takes keyboard focus: without
+    it the scroll box could be scrolled only by touch or mouse (axe-core's scrollable-region-focusable)."""
+    return f'<div role="region" title="{html.escape(name)}" tabindex="0">\n\n{markdown}\n\n</div>'  # gradio drops aria-label
+
+
 def chart_html(path: str, description: str) -> str:
     """The report's chart inline, with its points in words as alt text: gradio 6.17's image gives every picture an
     empty alt, which hides the chart from a screen reader."""
@@ -65,18 +71,18 @@ def chart_html(path: str, description: str) -> str:
 
 def _against_alternatives(measurer: MeasureHere) -> gr.Markdown:
     """Returns the measurement's status line, which the page's timer keeps current (app.build_ui)."""
-    gr.Markdown("### Against what users would pick instead (`python -m optimize bench`)")
+    gr.Markdown("## Against what users would pick instead (`python -m optimize bench`)")
     # one above the other, each at full width: side by side, the committed table's nine columns
     # wrapped their headers letter by letter
-    gr.Markdown("#### Measured here")
+    gr.Markdown("### Measured here")
     with gr.Row():
         measure_button = gr.Button("Measure on this machine", variant="secondary", scale=1)
         gr.Markdown("The quick bench (`python -m optimize bench --quick --no-app`), here and now: a few minutes "
                     "(more the first time: it exports optimum's INT8 models to compare with), while the live "
                     "columns' timings share the cores with it.")
     measured = gr.Markdown(measurer.status(), elem_id="measured-here")  # kept current by the page's timer (app.py)
-    gr.Markdown("#### Committed (`reports/bench.md`)")
-    gr.Markdown(bench_markdown())
+    gr.Markdown("### Committed (`reports/bench.md`)")
+    gr.Markdown(keyboard_scrollable(bench_markdown(), "Committed benchmark"))
     measure_button.click(measure_here_events(measurer), None, measured, api_name="measure_here",
                          concurrency_limit=None)
     return measured

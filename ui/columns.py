@@ -242,7 +242,7 @@ def variant_columns(task: str, label: str, lines: int, task_title: str):
     with gr.Row():  # equal_height spreads each column's blocks over the tallest one's height
         for variant in VARIANTS:
             with gr.Column(min_width=160):
-                gr.Markdown(f"### {variant}")
+                gr.Markdown(f"## {variant}")  # h2 under the page's h1: a heading level skipped misleads a screen reader's outline
                 outputs.append(gr.Textbox(label=f"{label} ({variant})", lines=lines, interactive=False))  # read aloud apart
                 stats.append(gr.Markdown())
     history = gr.State(empty_history())
