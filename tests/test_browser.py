@@ -306,8 +306,6 @@ def test_an_idle_page_asks_for_no_animation_frames_on_any_tab(browser, app_url):
 # What axe-core finds in gradio 6.17.3's own widgets, by rule and a piece of the node's markup: the page's own
 # content (headings, hint texts, buttons' colours, charts, tables) must add nothing beside them.
 GRADIO_OWN = {
-    "aria-hidden-focus": 'class="tab-container visually-hidden',  # the tabs' hidden measuring copy
-    "button-name": "<button class=\"svelte-11gaq1",  # the phone's tab overflow menu (an icon)
     "image-redundant-alt": 'alt="Settings"',  # the footer
     "svg-img-alt": 'aria-roledescription="symbol mark container"',  # vega's empty marks before a first run
     "aria-allowed-role": 'role="listbox"',  # a dropdown's input

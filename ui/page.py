@@ -1,0 +1,37 @@
+"""What the whole page gets at launch: a theme and a script in its head.
+
+The theme: gradio's default with the contrast WCAG AA asks of text (4.5:1). An axe-core audit of the default found hint texts ("Add yours: …", "Off: the best span …") and the footer at 1.9:1, and white on the orange
+primary buttons and the selected tab's orange name at 2.8:1."""
+from __future__ import annotations
+
+import gradio as gr
+
+
+def page_theme() -> gr.themes.Base:
+    return gr.themes.Default().set(
+        block_info_text_color="*neutral_600",  # the `info=` lines under inputs
+        body_text_color_subdued="*neutral_600",  # the footer, a slider's limits, an upload's "- or -"
+        button_primary_background_fill="*primary_700",  # white on it: 5.2:1
+        button_primary_background_fill_hover="*primary_800",
+        color_accent="*primary_700",  # the selected tab's name (2.8:1 in primary_500), checked boxes
+    )
+
+
+# gradio 6.17.3 keeps a hidden copy of the tab bar (it measures the tabs' widths) whose five buttons still take
+# keyboard focus: a keyboard user's first five Tab presses landed on nothing visible. On a phone the tab bar's
+# overflow menu is a button with an icon and no name. The script takes the hidden copies out of the Tab order and
+# names the menu, again whenever gradio re-renders them (a MutationObserver: no animation frames, see
+# tests/test_browser.py's idle-page test).
+PAGE_HEAD = """<script>
+(() => {
+  const mend = () => {
+    document.querySelectorAll(".tab-container.visually-hidden button").forEach((button) => {
+      if (button.tabIndex !== -1) button.tabIndex = -1;
+    });
+    document.querySelectorAll(".overflow-menu > button:not([aria-label])").forEach((button) => {
+      button.setAttribute("aria-label", "More tabs");
+    });
+  };
+  new MutationObserver(mend).observe(document.documentElement, {childList: true, subtree: true});
+})();
+</script>"""
