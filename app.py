@@ -82,7 +82,7 @@ from ui.benchmarks import benchmarks_tab
 from ui.columns import page_tab
 from ui.errors import USER_ERRORS, user_error
 from ui.tasks import GENERATION_EXAMPLES, QA_EXAMPLES, SEED_CONTEXT, generation_tab, qa_tab  # noqa: F401 - the app's examples
-from ui.page import PAGE_HEAD, page_theme
+from ui.page import PAGE_CSS, PAGE_HEAD, page_theme
 from ui.your_data import your_data_tab
 
 log = logging.getLogger("app")
@@ -241,8 +241,8 @@ def serve(showdown: Showdown, measurer: MeasureHere | None = None, **launch_kwar
     """Build and launch the UI with the queue settings above: the app, its tests and the
     scripts all serve it this one way."""
     demo = build_ui(showdown, measurer)
-    demo.queue(default_concurrency_limit=CONCURRENCY, max_size=QUEUE_SIZE).launch(theme=page_theme(), head=PAGE_HEAD,
-                                                                                 **launch_kwargs)
+    demo.queue(default_concurrency_limit=CONCURRENCY, max_size=QUEUE_SIZE).launch(
+        theme=page_theme(), css=PAGE_CSS, head=PAGE_HEAD, **launch_kwargs)
     return demo
 
 

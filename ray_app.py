@@ -171,13 +171,13 @@ class Ingress(ASGIAppReplicaWrapper):
 
     def __init__(self, replicas, presets: dict[Task, Preset]) -> None:
         from app import CONCURRENCY, QUEUE_SIZE, build_ui
-        from ui.page import PAGE_HEAD, page_theme
+        from ui.page import PAGE_CSS, PAGE_HEAD, page_theme
 
         demo = build_ui(RemoteShowdown(replicas, presets))
         demo.queue(default_concurrency_limit=CONCURRENCY, max_size=QUEUE_SIZE)
         # show_error=False as app.py's launch: a user's gr.Error is shown, a fault's internals (actor ids, hosts) are not
         super().__init__(gr.mount_gradio_app(FastAPI(), demo, path="/", show_error=False, theme=page_theme(),
-                                             head=PAGE_HEAD))
+                                             css=PAGE_CSS, head=PAGE_HEAD))
 
 
 def application(config: ServeConfig, presets: dict[Task, Preset] | None = None, env: dict[str, str] | None = None):

@@ -352,3 +352,26 @@ def test_axe_core_finds_nothing_in_the_page_s_own_content_on_any_tab(browser, ap
         assert not any(found.values()), {tab: lines for tab, lines in found.items() if lines}
     finally:
         page.close()
+
+
+def test_the_keyboard_s_place_shows_on_every_control(browser, app_url):
+    """WCAG 2.4.7: a checkbox reached by Tab showed no ring at all, a text box a faint one; and the first Tab
+    presses landed on gradio's hidden copy of the tab bar."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(app_url)
+        page.get_by_role("tab", name="Question answering").wait_for()
+        focused = "() => { const e = document.activeElement, s = getComputedStyle(e); const box = e.getBoundingClientRect();" \
+                  " const label = e.labels && e.labels[0] ? e.labels[0].textContent.trim() : '';" \
+                  " return [e.getAttribute('aria-label') || label || e.textContent.trim() || e.type, s.outlineStyle," \
+                  " parseFloat(s.outlineWidth), box.width > 2 && box.height > 2]; }"
+        stops = []
+        for _ in range(20):
+            page.keyboard.press("Tab")
+            stops.append(page.evaluate(focused))
+        assert all(visible for *_, visible in stops), stops  # no stop on something a sighted user cannot see
+        for name in ("Question", "baseline", "Answer with every variant"):
+            stop = next((s for s in stops if s[0].startswith(name)), None)
+            assert stop and stop[1] != "none" and stop[2] >= 2, (name, stop, stops)
+    finally:
+        page.close()
