@@ -94,6 +94,26 @@ def test_benchmarks_tab_carries_what_pruning_costs():
     assert "No pruning report yet." == pruning_markdown(REPO_ROOT / "nowhere")
 
 
+def test_the_committed_reports_links_lead_somewhere_from_the_page(monkeypatch):
+    """The pruning report's links are relative to reports/ in the repository: on the page they led to 404s. On a
+    Space a file its deploy uploads is linked there; any other (experiments/ stays behind) is named by its path."""
+    import re
+
+    from models.reports import pruning_markdown
+    from ui.benchmarks import repository_links
+
+    relative = re.compile(r"\]\((?!https?://)[^)]*\)")
+    assert relative.search(pruning_markdown())  # what there is to mend
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    here = repository_links(pruning_markdown(), "reports")
+    assert not relative.search(here) and "(`reports/verify-generation.md`)" in here
+    assert "(`experiments/pruned-instruction-recovery/results.md`)" in here
+    monkeypatch.setenv("SPACE_ID", "org/showdown")
+    space = repository_links(pruning_markdown(), "reports")
+    assert "](https://huggingface.co/spaces/org/showdown/blob/main/reports/verify-generation.md)" in space
+    assert "(`experiments/pruned-instruction-recovery/results.md`)" in space and not relative.search(space)
+
+
 def test_the_report_says_what_each_faster_rejected_recipe_missed_by():
     """Issue 26: when a slower rung ships, the report says by how much each faster one missed."""
     rejected = {"recipe": {"exporter": "gguf-grid", "weight_only_bits": 4, "quantize": True},

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import base64
 import html
+import os
+import posixpath
+import re
 from pathlib import Path
 
 import gradio as gr
 
 from models.measure_here import MeasureHere
 from models.reports import bench_markdown, load_length_table, load_report_table, pruning_markdown, report_chart
+from optimize.publish.space import uploaded_by_a_deploy
 from ui.columns import page_tab
 
 
@@ -37,7 +41,7 @@ def benchmarks_tab(measurer: MeasureHere) -> gr.Markdown:
             with gr.Accordion(label, open=task == "qa"):
                 _report(task)
         with gr.Accordion("Pruning", open=False):
-            gr.Markdown(keyboard_scrollable(pruning_markdown(), "Pruning report"))
+            gr.Markdown(keyboard_scrollable(repository_links(pruning_markdown(), "reports"), "Pruning report"))
         with gr.Accordion("Against alternatives", open=False):
             return _against_alternatives(measurer)
 
@@ -53,6 +57,23 @@ def _report(task: str) -> None:
         gr.Dataframe(lengths, interactive=False, wrap=True)
     if drawn := report_chart(task):
         gr.HTML(chart_html(*drawn))
+
+
+RELATIVE_LINK = re.compile(r"\[([^\]]+)\]\((?!https?://|#|mailto:)([^)\s]+)\)")
+
+
+def repository_links(markdown: str, folder: str) -> str:
+    """A committed Markdown file's relative links (`[report](verify-generation.md)`) point into the repository, not
+    at the page: in the app they led to 404s. On a Space, one to a file the deploy uploads goes to the Space's copy;
+    any other becomes its text and the file's path in the repository."""
+    space = os.environ.get("SPACE_ID")
+
+    def mend(link: re.Match) -> str:
+        text, path = link.group(1), posixpath.normpath(posixpath.join(folder, link.group(2)))
+        if space and uploaded_by_a_deploy(path):
+            return f"[{text}](https://huggingface.co/spaces/{space}/blob/main/{path})"
+        return f"{text} (`{path}`)"
+    return RELATIVE_LINK.sub(mend, markdown)
 
 
 def keyboard_scrollable(markdown: str, name: str) -> str:
@@ -82,7 +103,7 @@ def _against_alternatives(measurer: MeasureHere) -> gr.Markdown:
                     "columns' timings share the cores with it.")
     measured = gr.Markdown(measurer.status(), elem_id="measured-here")  # kept current by the page's timer (app.py)
     gr.Markdown("### Committed (`reports/bench.md`)")
-    gr.Markdown(keyboard_scrollable(bench_markdown(), "Committed benchmark"))
+    gr.Markdown(keyboard_scrollable(repository_links(bench_markdown(), "reports"), "Committed benchmark"))
     measure_button.click(measure_here_events(measurer), None, measured, api_name="measure_here",
                          concurrency_limit=None)
     return measured
