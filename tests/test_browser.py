@@ -329,13 +329,14 @@ def axe_violations(page) -> list[str]:
     return [f"{rule}: {html}" for rule, html in found if GRADIO_OWN.get(rule, "\0") not in html]
 
 
-@pytest.mark.parametrize("width,height", [(1400, 1000), (390, 844)])
-def test_axe_core_finds_nothing_in_the_page_s_own_content_on_any_tab(browser, app_url, width, height):
+@pytest.mark.parametrize("width,height,scheme", [(1400, 1000, "light"), (390, 844, "light"), (1400, 1000, "dark")])
+def test_axe_core_finds_nothing_in_the_page_s_own_content_on_any_tab(browser, app_url, width, height, scheme):
     """An audit found headings that skipped a level, hint texts, tab names and button labels under 4.5:1
-    contrast, a chart without alt text and a wide table a keyboard could not scroll on a phone."""
-    page = browser.new_page(viewport={"width": width, "height": height})
+    contrast (dark mode's buttons and links too), a chart without alt text and a wide table a keyboard could not
+    scroll on a phone."""
+    page = browser.new_page(viewport={"width": width, "height": height}, color_scheme=scheme)
     try:
-        page.goto(app_url)
+        page.goto(app_url + f"?__theme={scheme}")
         page.get_by_role("tab", name="Question answering").wait_for()  # the selected one: a phone shows it alone
         found = {}
         for tab in ("Question answering", "Text generation", "Your data", "Benchmarks", "About"):

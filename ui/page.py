@@ -14,6 +14,12 @@ def page_theme() -> gr.themes.Base:
         button_primary_background_fill="*primary_700",  # white on it: 5.2:1
         button_primary_background_fill_hover="*primary_800",
         color_accent="*primary_700",  # the selected tab's name (2.8:1 in primary_500), checked boxes
+        button_primary_background_fill_dark="*primary_700",  # dark mode's default: 3.55:1
+        button_primary_background_fill_hover_dark="*primary_800",
+        link_text_color_dark="*secondary_400",  # dark mode's links: 4.0:1 in secondary_500
+        link_text_color_visited_dark="*secondary_400",
+        link_text_color_hover_dark="*secondary_300",
+        link_text_color_active_dark="*secondary_300",
     )
 
 
