@@ -81,8 +81,8 @@ from ui.about import about_text
 from ui.benchmarks import benchmarks_tab
 from ui.columns import page_tab
 from ui.errors import USER_ERRORS, user_error
-from ui.tasks import GENERATION_EXAMPLES, QA_EXAMPLES, SEED_CONTEXT, generation_tab, qa_tab  # noqa: F401 - the app's examples
 from ui.page import PAGE_CSS, PAGE_HEAD, page_theme
+from ui.tasks import GENERATION_EXAMPLES, QA_EXAMPLES, SEED_CONTEXT, generation_tab, qa_tab  # noqa: F401 - the app's examples
 from ui.your_data import your_data_tab
 
 log = logging.getLogger("app")

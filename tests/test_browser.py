@@ -316,6 +316,34 @@ GRADIO_OWN = {
 }
 
 
+# WCAG's contrast of `color` against the first painted background behind `element` (its own, else an ancestor's).
+CONTRAST = """const rgb = (c) => c.match(/[\\d.]+/g).map(Number);
+const luminance = (c) => 0.05 + rgb(c).slice(0, 3).map((v) => v / 255)
+  .map((v) => (v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4))
+  .reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
+const contrast = (color, element) => {
+  let back = element;
+  while (back && rgb(getComputedStyle(back).backgroundColor)[3] === 0) back = back.parentElement;
+  const [a, b] = [luminance(color), luminance(getComputedStyle(back || document.body).backgroundColor)];
+  return Math.max(a, b) / Math.min(a, b);
+};"""
+# axe-core leaves the tabs' contrast "incomplete" (their underline is a pseudo-element), so it is measured here.
+SELECTED_TAB_CONTRAST = """() => { """ + CONTRAST + """
+  const tab = [...document.querySelectorAll('button[role="tab"][aria-selected="true"]')].find((t) => t.offsetParent);
+  return tab ? contrast(getComputedStyle(tab).color, tab) : null;  // null: a phone keeps it in the overflow menu
+}"""
+# Where the keyboard is: the focused control's name, its outline's style, width and contrast (WCAG 1.4.11: 3:1 with
+# what is behind it: the outline sits outside the control, against its parent), and whether it can be seen at all.
+FOCUSED = """() => { """ + CONTRAST + """
+  const e = document.activeElement;
+  e.getAnimations().forEach((a) => a.finish());  // a button's outline fades in from its text colour (a transition)
+  const s = getComputedStyle(e), box = e.getBoundingClientRect();
+  const label = e.labels && e.labels[0] ? e.labels[0].textContent.trim() : "";
+  return [e.getAttribute("aria-label") || label || e.textContent.trim() || e.type, s.outlineStyle,
+          parseFloat(s.outlineWidth), contrast(s.outlineColor, e.parentElement), box.width > 2 && box.height > 2];
+}"""
+
+
 def axe_violations(page) -> list[str]:
     """axe-core's violations on the page as it stands, less gradio's own (GRADIO_OWN): "rule: markup" each."""
     from pathlib import Path
@@ -350,29 +378,28 @@ def test_axe_core_finds_nothing_in_the_page_s_own_content_on_any_tab(browser, ap
                     page.get_by_role("button", name=section).click()
                 page.get_by_role("heading", name="Committed").wait_for(timeout=10_000)
             found[tab] = axe_violations(page)
+            if (contrast := page.evaluate(SELECTED_TAB_CONTRAST)) is not None and contrast < 4.5:
+                found[tab].append(f"selected tab's name at {contrast:.2f}:1")
         assert not any(found.values()), {tab: lines for tab, lines in found.items() if lines}
     finally:
         page.close()
 
 
-def test_the_keyboard_s_place_shows_on_every_control(browser, app_url):
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_keyboard_s_place_shows_on_every_control(browser, app_url, scheme):
     """WCAG 2.4.7: a checkbox reached by Tab showed no ring at all, a text box a faint one; and the first Tab
-    presses landed on gradio's hidden copy of the tab bar."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    presses landed on gradio's hidden copy of the tab bar. The ring must stand out in dark mode too."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000}, color_scheme=scheme)
     try:
-        page.goto(app_url)
+        page.goto(app_url + f"?__theme={scheme}")
         page.get_by_role("tab", name="Question answering").wait_for()
-        focused = "() => { const e = document.activeElement, s = getComputedStyle(e); const box = e.getBoundingClientRect();" \
-                  " const label = e.labels && e.labels[0] ? e.labels[0].textContent.trim() : '';" \
-                  " return [e.getAttribute('aria-label') || label || e.textContent.trim() || e.type, s.outlineStyle," \
-                  " parseFloat(s.outlineWidth), box.width > 2 && box.height > 2]; }"
         stops = []
         for _ in range(20):
             page.keyboard.press("Tab")
-            stops.append(page.evaluate(focused))
+            stops.append(page.evaluate(FOCUSED))
         assert all(visible for *_, visible in stops), stops  # no stop on something a sighted user cannot see
         for name in ("Question", "baseline", "Answer with every variant"):
-            stop = next((s for s in stops if s[0].startswith(name)), None)
-            assert stop and stop[1] != "none" and stop[2] >= 2, (name, stop, stops)
+            stop = next((s for s in stops if s[0] == name), None)
+            assert stop and stop[1] != "none" and stop[2] >= 2 and stop[3] >= 3, (name, stop, stops)
     finally:
         page.close()

@@ -30,6 +30,8 @@ def test_report_measures_ready_variants_side_by_side_and_round_trips(built_prese
         assert list(table.columns)[:3] == ["variant", "speedup", "p50 (ms)"], list(table.columns)
         chart, description = report_chart(task, tmp_path)
         assert chart.endswith(f"{task}.png") and "no variant has a measured accuracy" in description, description
+        (tmp_path / f"{task}.json").unlink()  # a chart whose report is gone is still shown, in general words
+        assert report_chart(task, tmp_path)[1].startswith(f"{task} report: accuracy against latency")
     text = (tmp_path / "generation.md").read_text()
     header = next(line for line in text.splitlines() if line.startswith("| variant"))  # prompt and decoding apart (issue 52)
     import onnxruntime
@@ -112,6 +114,10 @@ def test_the_committed_reports_links_lead_somewhere_from_the_page(monkeypatch):
     space = repository_links(pruning_markdown(), "reports")
     assert "](https://huggingface.co/spaces/org/showdown/blob/main/reports/verify-generation.md)" in space
     assert "(`experiments/pruned-instruction-recovery/results.md`)" in space and not relative.search(space)
+    # a title, an image, another scheme, an anchor and a file the repository lacks (the review's cases)
+    odd = repository_links('[r](qa.md "QA") ![chart](qa.png) [w](HTTPS://x.org/a) [s](#top) [gone](nowhere.md)', "reports")
+    assert odd == ("[r](https://huggingface.co/spaces/org/showdown/blob/main/reports/qa.md) ![chart](qa.png) "
+                   "[w](HTTPS://x.org/a) [s](#top) gone (`reports/nowhere.md`)"), odd
 
 
 def test_the_report_says_what_each_faster_rejected_recipe_missed_by():

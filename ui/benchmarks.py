@@ -11,6 +11,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from models.catalog import REPO_ROOT
 from models.measure_here import MeasureHere
 from models.reports import bench_markdown, load_length_table, load_report_table, pruning_markdown, report_chart
 from optimize.publish.space import uploaded_by_a_deploy
@@ -59,18 +60,19 @@ def _report(task: str) -> None:
         gr.HTML(chart_html(*drawn))
 
 
-RELATIVE_LINK = re.compile(r"\[([^\]]+)\]\((?!https?://|#|mailto:)([^)\s]+)\)")
+# [text](path) or [text](path "title"), not an image's ![..](..), not a URL with a scheme, not an anchor
+RELATIVE_LINK = re.compile(r"(?<!!)\[([^\]]+)\]\((?![a-z][a-z0-9+.-]*:|#)([^)\s]+)(?:\s+\"[^\"]*\")?\)", re.IGNORECASE)
 
 
 def repository_links(markdown: str, folder: str) -> str:
     """A committed Markdown file's relative links (`[report](verify-generation.md)`) point into the repository, not
-    at the page: in the app they led to 404s. On a Space, one to a file the deploy uploads goes to the Space's copy;
-    any other becomes its text and the file's path in the repository."""
+    at the page: in the app they led to a Not Found page. On a Space, one to a file the deploy uploads goes to the
+    Space's copy; any other becomes its text and the file's path in the repository."""
     space = os.environ.get("SPACE_ID")
 
     def mend(link: re.Match) -> str:
         text, path = link.group(1), posixpath.normpath(posixpath.join(folder, link.group(2)))
-        if space and uploaded_by_a_deploy(path):
+        if space and uploaded_by_a_deploy(path) and (REPO_ROOT / path).is_file():
             return f"[{text}](https://huggingface.co/spaces/{space}/blob/main/{path})"
         return f"{text} (`{path}`)"
     return RELATIVE_LINK.sub(mend, markdown)
