@@ -130,6 +130,43 @@ def test_each_task_s_button_is_in_view_of_a_small_embed_and_enter_in_the_questio
         small.close()
 
 
+# Whether the bars chart's variant names (x axis) overlap, as drawn: each name's box, turned as vega turns it, and
+# two boxes apart when one of the box's own axes separates them (both names are turned alike).
+X_LABELS_OVERLAP = """(selector) => {
+  const boxes = [...document.querySelectorAll(
+    `${selector} svg g.role-axis[aria-label^="X-axis"] g.role-axis-label text`)].map((label) => {
+      const b = label.getBBox(), m = label.getScreenCTM();
+      return {name: label.textContent, corners: [[b.x, b.y], [b.x + b.width, b.y], [b.x + b.width, b.y + b.height],
+        [b.x, b.y + b.height]].map(([x, y]) => [m.a * x + m.c * y + m.e, m.b * x + m.d * y + m.f])};
+  });
+  const overlapping = [];
+  for (let i = 0; i + 1 < boxes.length; i++) {
+    const [a, b] = [boxes[i].corners, boxes[i + 1].corners];
+    const axes = [[a[1][0] - a[0][0], a[1][1] - a[0][1]], [a[3][0] - a[0][0], a[3][1] - a[0][1]]];
+    const apart = axes.some(([x, y]) => {
+      const along = (c) => c.map(([px, py]) => px * x + py * y);
+      const [pa, pb] = [along(a), along(b)];
+      return Math.max(...pa) <= Math.min(...pb) + 0.5 || Math.max(...pb) <= Math.min(...pa) + 0.5;
+    });
+    if (!apart) overlapping.push([boxes[i].name, boxes[i + 1].name]);
+  }
+  return [boxes.length, overlapping];
+}"""
+
+
+def test_a_phone_reads_every_variant_s_name_under_the_bars(browser, app_url):
+    """At 390 px the level names ran into each other ("pruned" into "pruned-optimized")."""
+    phone = browser.new_page(viewport={"width": 390, "height": 844})
+    try:
+        phone.goto(app_url)
+        phone.get_by_role("button", name="Answer with every variant").click()
+        phone.get_by_text("vs baseline").first.wait_for(timeout=60_000)
+        marks(phone, "#qa-bars", variants=2)
+        assert phone.evaluate(X_LABELS_OVERLAP, "#qa-bars") == [4, []]
+    finally:
+        phone.close()
+
+
 def test_generation_tab_streams_text_in_each_column(page):
     page.get_by_role("tab", name="Text generation").click()
     page.get_by_label("number input for Max new tokens").fill("4")

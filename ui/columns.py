@@ -252,8 +252,9 @@ def variant_columns(task: str, label: str, lines: int, task_title: str):
     common = dict(y="latency_ms", color="variant", color_map=VARIANT_COLORS, y_title=f"{unit} (lower is better)",
                   height=260, y_lim=[0, 100])
     with gr.Row():
+        # names slanted: level, "pruned" ran into "pruned-optimized" under a phone's 60-pixel bars
         bars = gr.BarPlot(latest_run(empty_history()), x="variant", x_title="variant", elem_id=f"{task}-bars",
-                          title=f"This run: {task_title} {measure} per variant", **common)
+                          x_label_angle=-30, title=f"This run: {task_title} {measure} per variant", **common)
         points = gr.ScatterPlot(history_points(empty_history()), x="run", x_title="run", elem_id=f"{task}-runs",
                                 title=f"This session: {task_title} {measure} per run", **common)
     return outputs, stats, history, [bars, points]
