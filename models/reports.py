@@ -181,8 +181,9 @@ class Report:
         for row, accuracy in self.chart_points():
             axis.scatter(row.latency_p50_ms, accuracy, s=60, color=VARIANT_COLORS.get(row.variant),
                          label=f"{row.variant} ({row.speedup_p50:.1f}x)")
-        axis.set_xlabel(self.chart_axes()[0])
-        axis.set_ylabel(self.chart_axes()[1])
+        x_title, y_title = self.chart_axes()
+        axis.set_xlabel(x_title)
+        axis.set_ylabel(y_title)
         axis.set_ylim(0, 100)  # full scales: 1-3 points between variants should look as small as they are
         axis.set_xlim(0, 1.1 * max((row.latency_p50_ms for row in self.rows), default=1))
         axis.legend(fontsize=8, loc="lower right")  # labels beside the points overlapped

@@ -42,7 +42,7 @@ def benchmarks_tab(measurer: MeasureHere) -> gr.Markdown:
             with gr.Accordion(label, open=task == "qa"):
                 _report(task)
         with gr.Accordion("Pruning", open=False):
-            gr.Markdown(keyboard_scrollable(repository_links(pruning_markdown(), "reports"), "Pruning report"))
+            committed_markdown(pruning_markdown(), "Pruning report")
         with gr.Accordion("Against alternatives", open=False):
             return _against_alternatives(measurer)
 
@@ -78,6 +78,11 @@ def repository_links(markdown: str, folder: str) -> str:
     return RELATIVE_LINK.sub(mend, markdown)
 
 
+def committed_markdown(markdown: str, name: str) -> gr.Markdown:
+    """A committed file of reports/ on the page: its links mended, its tables scrollable by keyboard."""
+    return gr.Markdown(keyboard_scrollable(repository_links(markdown, "reports"), name))
+
+
 def keyboard_scrollable(markdown: str, name: str) -> str:
     """Markdown whose wide tables scroll sideways on a phone, in a named region that takes keyboard focus: without
     it the scroll box could be scrolled only by touch or mouse (axe-core's scrollable-region-focusable)."""
@@ -105,7 +110,7 @@ def _against_alternatives(measurer: MeasureHere) -> gr.Markdown:
                     "columns' timings share the cores with it.")
     measured = gr.Markdown(measurer.status(), elem_id="measured-here")  # kept current by the page's timer (app.py)
     gr.Markdown("### Committed (`reports/bench.md`)")
-    gr.Markdown(keyboard_scrollable(repository_links(bench_markdown(), "reports"), "Committed benchmark"))
+    committed_markdown(bench_markdown(), "Committed benchmark")
     measure_button.click(measure_here_events(measurer), None, measured, api_name="measure_here",
                          concurrency_limit=None)
     return measured
