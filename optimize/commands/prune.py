@@ -44,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-bf16", action="store_true", help="QA: no bf16 autocast")
     parser.add_argument("--freeze-word-embeddings", action="store_true",
                         help="QA: keep the baseline's word embeddings (a lent GPU's trip back then skips them)")
+    parser.add_argument("--attention-dropout", type=float,
+                        help="QA: the student's attention dropout during recovery (default: the baseline's; 0 trains "
+                             "about twice as fast on CPU)")
     parser.add_argument("--no-test", action="store_true",
                         help="QA: a candidate: validation only, unpublished in <output>.partial; the test articles are "
                              "scored once, by remeasure-qa, for a candidate its validation rule has chosen")
@@ -52,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 QA_ONLY = ("heads_kept", "qa_layers_dropped", "epochs", "baseline", "full_data", "train_share", "batch_size", "no_bf16",
-           "freeze_word_embeddings", "no_test", "save_compact", "data")
+           "freeze_word_embeddings", "attention_dropout", "no_test", "save_compact", "data")
 GENERATION_ONLY = ("layers_dropped", "ffn_pruned_share", "steps", "skip_before")
 
 
@@ -112,7 +115,8 @@ def _qa(args: argparse.Namespace) -> int:
     try:
         result = prune_run(args.baseline, PruneConfig(heads_kept=args.heads_kept, ffn_kept=1024 if args.ffn_kept is None else args.ffn_kept,
                                                       layers_dropped=args.qa_layers_dropped),
-                           config, EncoderRecoveryConfig(freeze_word_embeddings=args.freeze_word_embeddings),
+                           config, EncoderRecoveryConfig(freeze_word_embeddings=args.freeze_word_embeddings,
+                                                                 attention_dropout=args.attention_dropout),
                            train_share=args.train_share, stop_after=args.stop_after)
     except GateFailed as error:
         print(f"error: {error}", file=sys.stderr)

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from optimize.prune.encoder import PruneConfig, load_baseline, model_inputs, pruned_copy
+from optimize.prune.encoder import PruneConfig, load_baseline, model_inputs, pruned_copy, with_fused_attention
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,7 @@ class EncoderRecoveryConfig:
     temperature: float = 2.0
     alpha: float = 0.7  # weight of the teacher's soft targets vs the labels
     freeze_word_embeddings: bool = False  # keep the baseline's: a GPU trip back then carries them once
+    attention_dropout: float | None = None  # the student's attention dropout; None keeps the baseline's (0.1 for BERT)
 
 
 def distil_loss_fn(teacher, recovery: EncoderRecoveryConfig):
@@ -92,8 +93,9 @@ def prune_and_recover(baseline_dir: Path, output: Path, spec, progress=log.info)
                          layers_dropped=spec.layers_dropped)
     progress(f"pruning to {config.heads_kept}/{heads} heads, {config.ffn_kept}/{ffn} FFN neurons per layer, "
              f"{config.layers_dropped} layers dropped; recovering for {spec.recovery_steps} steps")
-    student = pruned_copy(baseline_dir, features, tokenizer.pad_token_id, config)
-    fit(student, features, tokenizer.pad_token_id, train_config, lambda epoch: 0.0, distil_loss_fn(teacher, EncoderRecoveryConfig()))
+    student = with_fused_attention(pruned_copy(baseline_dir, features, tokenizer.pad_token_id, config))
+    fit(student, features, tokenizer.pad_token_id, train_config, lambda epoch: 0.0,
+        distil_loss_fn(with_fused_attention(teacher).eval(), EncoderRecoveryConfig()))
     student.eval().save_pretrained(output)
     tokenizer.save_pretrained(output)
     return {"heads_kept": config.heads_kept, "heads": heads, "ffn_kept": config.ffn_kept, "ffn": ffn,
@@ -144,9 +146,10 @@ def _run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: 
     if train_share < 1.0:
         features = random.Random(train_config.seed).sample(features, round(len(features) * train_share))
     validation_data = squad.examples(articles, train_config.split.validation)
-    teacher = load_baseline(baseline_dir).eval().to(train_config.device)
+    teacher = with_fused_attention(load_baseline(baseline_dir)).eval().to(train_config.device)
     # the same pruning on a resume (seeded calibration); the checkpoint then replaces the weights
-    student = pruned_copy(baseline_dir, features, tokenizer.pad_token_id, prune_config)
+    student = with_fused_attention(pruned_copy(baseline_dir, features, tokenizer.pad_token_id, prune_config),
+                                   recovery.attention_dropout)
     student.get_input_embeddings().requires_grad_(not recovery.freeze_word_embeddings)
     history, best, lost = [], {}, []
     state = {"history": history, "best": best, "before": None, "kept_weights_lost": lost}
