@@ -10,7 +10,7 @@ from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 from models import qa
 from models.runners import load_runner
 from optimize.build import build_onnx
-from optimize.prune.encoder import PruneConfig, importance, prune
+from optimize.prune.encoder import PruneConfig, importance, prune, with_fused_attention
 from tests.conftest import requires_squad
 from tests.tiny import tiny_llama, tiny_preset
 
@@ -50,6 +50,22 @@ def test_pruned_model_is_smaller_dense_and_reloads(tiny_qa_dir, tmp_path):
     torch_start, _ = torch_runner.qa_logits(windows.inputs)
     onnx_start, _ = onnx_runner.qa_logits(windows.inputs)
     assert np.corrcoef(torch_start.ravel(), onnx_start.ravel())[0, 1] > 0.95
+
+
+def test_recovery_attention_is_the_fused_kernel_with_the_same_weights(tiny_qa_dir):
+    """Distillation trains the pruned student behind SDPA (eager attention with dropout had cost most of a CPU
+    step): the same logits as the eager pruned model, the dropout asked for, the training mode kept."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qa_dir)
+    model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir, attn_implementation="eager")
+    config = PruneConfig(heads_kept=2, ffn_kept=32, calibration_windows=8, batch_size=4)
+    prune(model, *importance(model, features(tokenizer), tokenizer.pad_token_id, config), config)
+    fused = with_fused_attention(model.train(), attention_dropout=0.0)
+    assert fused.training and fused.config._attn_implementation == "sdpa"
+    assert fused.config.attention_probs_dropout_prob == 0.0 and model.config.attention_probs_dropout_prob == 0.1
+    inputs = tokenizer("Who?", "The second pig worked harder.", return_tensors="pt")
+    with torch.inference_mode():
+        torch.testing.assert_close(fused.eval()(**inputs).start_logits, model.eval()(**inputs).start_logits)
+    assert with_fused_attention(model).config.attention_probs_dropout_prob == 0.1  # None keeps the model's
 
 
 def test_encoder_layer_dropping_keeps_pruned_heads_and_reloads(tiny_qa_dir, tmp_path):

@@ -167,12 +167,14 @@ def test_a_pruned_candidate_is_scored_on_validation_only_and_left_unpublished(tm
     output = tmp_path / "candidate"
     config = _tiny_squad_config(tmp_path, output, epochs=1)
     result = run(tiny_qa(tmp_path / "baseline", seed=0), PruneConfig(heads_kept=2, ffn_kept=32, calibration_windows=8,
-                                                                     batch_size=4), config, EncoderRecoveryConfig())
+                                                                     batch_size=4), config,
+                 EncoderRecoveryConfig(attention_dropout=0.0))
     candidate = output.with_name("candidate.partial")
     assert result["candidate"] == str(candidate) and not output.exists()
     training = json.loads((candidate / "training.json").read_text())
     assert "held_out" not in training and "test_looks" not in training and training["validation"]["overall_total"] == 7
     assert (candidate / "model.safetensors").exists()
+    assert json.loads((candidate / "config.json").read_text())["attention_probs_dropout_prob"] == 0.0  # as asked
 
 
 def _tiny_squad_config(tmp_path, output, epochs: int, **options) -> TrainConfig:
