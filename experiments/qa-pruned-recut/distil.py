@@ -3,7 +3,10 @@ again and distilled on all of SQuAD 1.1: `python -m optimize prune ... --output
 artifacts/candidates/qa-minilm-squad2-pruned-recut`) as the student. Resumable: the same command continues after
 a stop; its log is under artifacts/train-jobs/. Validation only.
 
-    PYTHONPATH=. python experiments/qa-pruned-recut/distil.py R1_FOLDER [--stop-after STEPS]
+    PYTHONPATH=. python experiments/qa-pruned-recut/distil.py R1_FOLDER [--stop-after STEPS] [--output FOLDER]
+
+R4 of RULE-R3.md is the same stage with R3 as the student: `distil.py R3_FOLDER --output
+artifacts/candidates/qa-minilm-squad2-pruned-recut-r4`.
 
 R1_FOLDER: the published R1, or its `.partial` staging folder when it missed the build's gate (RULE.md reads the
 loop's validation for both).
@@ -27,8 +30,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("r1", type=Path)
     parser.add_argument("--stop-after", type=int, metavar="STEPS")
+    parser.add_argument("--output", type=Path, default=artifacts_root() / "candidates" / "qa-minilm-squad2-pruned-recut-r2")
     args = parser.parse_args()
-    train_config = dataclasses.replace(d1.config(args.r1.resolve()),
-                                       output=artifacts_root() / "candidates" / "qa-minilm-squad2-pruned-recut-r2")
+    train_config = dataclasses.replace(d1.config(args.r1.resolve()), output=args.output.resolve())
     result = d1.main(args.stop_after, train_config, student_dir=args.r1.resolve())
     print({k: v for k, v in result.items() if k in ("stopped", "checkpoint", "validation", "validation_score")})
