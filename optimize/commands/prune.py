@@ -116,7 +116,7 @@ def _qa(args: argparse.Namespace) -> int:
         result = prune_run(args.baseline, PruneConfig(heads_kept=args.heads_kept, ffn_kept=1024 if args.ffn_kept is None else args.ffn_kept,
                                                       layers_dropped=args.qa_layers_dropped),
                            config, EncoderRecoveryConfig(freeze_word_embeddings=args.freeze_word_embeddings,
-                                                                 attention_dropout=args.attention_dropout),
+                                                         attention_dropout=args.attention_dropout),
                            train_share=args.train_share, stop_after=args.stop_after)
     except GateFailed as error:
         print(f"error: {error}", file=sys.stderr)
