@@ -89,6 +89,48 @@ def test_a_stopped_run_continues_from_a_full_or_a_compact_checkpoint(tmp_path):
     assert resumed["progress"]["rewarm_from"] == 5 and "optimizer" in resumed  # full again after its first save
 
 
+def test_a_training_run_under_glibc_says_how_to_run_hours_of_it_steadily(tmp_path, caplog):
+    """glibc's malloc grew a recovery from 4 to 10 GB while its steps slowed (docs/training.md): the loop says, once,
+    how to start a long run on jemalloc without purging."""
+    from pathlib import Path
+
+    from optimize.train.loop import fit
+
+    if "libjemalloc" in Path("/proc/self/maps").read_text():
+        pytest.skip("this test process already runs jemalloc")
+    model, tokenizer, features, config = _tiny_run(tmp_path)
+    with caplog.at_level("INFO", logger="optimize.train.loop"):
+        fit(model, features, tokenizer.pad_token_id, config, lambda epoch: 0.0)
+    notes = [r.getMessage() for r in caplog.records if r.getMessage().startswith("memory allocator:")]
+    assert len(notes) == 1 and "LD_PRELOAD=" in notes[0] and "MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1" in notes[0], notes
+
+
+def test_jemalloc_is_left_alone_only_when_it_keeps_freed_pages():
+    """jemalloc's default purges every freed buffer over 8 MB, so each step faults it in again: that gets the
+    setting; preloaded with it, nothing is said."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from optimize.train.allocator import KNOWN_PATHS, STEADY_CONF
+
+    library = next((path for path in KNOWN_PATHS if os.path.exists(path)), None)
+    if library is None:
+        pytest.skip("no libjemalloc on this machine (Debian: apt-get install libjemalloc2)")
+    script = "from optimize.train.allocator import advice; print(advice())"
+
+    def advice_under(conf: str | None) -> str:
+        env = {**os.environ, "LD_PRELOAD": library}
+        env.pop("MALLOC_CONF", None)
+        env.update({"MALLOC_CONF": conf} if conf else {})
+        return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True,
+                              cwd=Path(__file__).resolve().parents[1]).stdout
+
+    assert f"MALLOC_CONF={STEADY_CONF}" in advice_under(None)
+    assert advice_under(STEADY_CONF).strip() == "None"
+
+
 @pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
 def test_sigterm_or_ctrl_c_stops_a_run_after_its_step_with_a_checkpoint(signum, tmp_path):
     """`kill PID` on a background job, or Ctrl-C (which had lost every step since the last checkpoint): the step in

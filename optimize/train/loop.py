@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from optimize.evaluate.squad import collate
+from optimize.train.allocator import log_advice
 
 if TYPE_CHECKING:
     from optimize.train.finetune_qa import TrainConfig
@@ -88,6 +89,7 @@ def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
     plan = [epoch_features(features, epoch, config, rng) for epoch in range(1, config.epochs + 1)]
     total_steps = sum(math.ceil(len(windows) / config.batch_size) for windows in plan)
     log.info("windows per epoch: %s", [len(windows) for windows in plan])
+    log_advice(log)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
     progress = {"step": 0, "scores": [], "seconds": 0.0}
     key = {**config.resumable_key(), **(run_key or {})}

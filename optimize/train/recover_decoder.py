@@ -15,6 +15,7 @@ from models.catalog import REPO_ROOT
 from models.errors import ConfigError
 from optimize.evaluate.continuations import greedy_answers
 from optimize.prune.decoder import DecoderPruneConfig, ffn_widths, importance, plan, prune_with_plan, save_recovery
+from optimize.train.allocator import log_advice
 
 if TYPE_CHECKING:
     from models.runners import Runner
@@ -210,6 +211,7 @@ def recover(student, teacher, texts: list[torch.Tensor], pad_id: int, config: De
     bf16 = has_bf16() or device.type == "cuda"
     hidden = config.hidden_weight > 0 and kept_layers is not None
     student.train()
+    log_advice(log)
     tokens, started = 0, time.perf_counter()
     for step in range(start, config.steps):
         ids, mask = (t.to(device) for t in padded_batch(rng.sample(texts, config.batch_size), pad_id))
