@@ -2,8 +2,8 @@
 
 A training step allocates buffers of tens of MB whose sizes change with every batch's window length. glibc's malloc
 keeps the fragments, so a long run's memory grows and its steps slow down. jemalloc keeps memory flat but, by default,
-gives every buffer over 8 MB back to the kernel as soon as it is freed, so each step faults its pages in again and the
-kernel takes a large share of the cores. Preloaded with purging off, jemalloc keeps both memory and speed steady
+gives every large buffer (over its `oversize_threshold`) back to the kernel as soon as it is freed, so each step
+faults its pages in again and the kernel takes a large share of the cores. Preloaded with purging off, jemalloc keeps both memory and speed steady
 (docs/training.md has the measurements). The allocator is chosen before the process starts, so this only says what to
 do; it changes nothing.
 """
@@ -35,7 +35,7 @@ def advice() -> str | None:
     if "libjemalloc" in maps:
         if all(part in os.environ.get("MALLOC_CONF", "") for part in STEADY_CONF.split(",")):
             return None
-        return (f"jemalloc purges freed buffers over 8 MB at once, so every step faults them in again: "
+        return (f"jemalloc purges large freed buffers at once, so every step faults them in again: "
                 f"set {steady_env} for a run of hours")
     library = next((path for path in KNOWN_PATHS if Path(path).exists()), None)
     preload = f"LD_PRELOAD={library}" if library else "LD_PRELOAD=<libjemalloc.so.2> (Debian: apt-get install libjemalloc2)"

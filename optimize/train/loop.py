@@ -102,8 +102,7 @@ def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
             seconds = progress["seconds"] + time.perf_counter() - started
             _save_checkpoint(checkpoint, key, {**progress, "seconds": seconds}, model, optimizer, scheduler, state)
 
-    stop = _StopOnSigterm()
-    step, windows_done = 0, 0
+    stop, step, windows_done = _StopOnSigterm(), 0, 0
     for epoch in range(1, config.epochs + 1):
         model.train()
         for batch in batches(plan[epoch - 1], config.batch_size, rng):  # always drawn: keeps `rng` in step on resume
