@@ -113,9 +113,9 @@ def test_jemalloc_is_left_alone_only_when_it_keeps_freed_pages():
     import sys
     from pathlib import Path
 
-    from optimize.train.allocator import KNOWN_PATHS, STEADY_CONF
+    from optimize.train.allocator import STEADY_CONF, jemalloc_library
 
-    library = next((path for path in KNOWN_PATHS if os.path.exists(path)), None)
+    library = jemalloc_library()
     if library is None:
         pytest.skip("no libjemalloc on this machine (Debian: apt-get install libjemalloc2)")
     script = "from optimize.train.allocator import advice; print(advice())"

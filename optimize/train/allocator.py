@@ -3,9 +3,9 @@
 A training step allocates buffers of tens of MB whose sizes change with every batch's window length. glibc's malloc
 keeps the fragments, so a long run's memory grows and its steps slow down. jemalloc keeps memory flat but, by default,
 gives every large buffer (over its `oversize_threshold`) back to the kernel as soon as it is freed, so each step
-faults its pages in again and the kernel takes a large share of the cores. Preloaded with purging off, jemalloc keeps both memory and speed steady
-(docs/training.md has the measurements). The allocator is chosen before the process starts, so this only says what to
-do; it changes nothing.
+faults its pages in again and the kernel takes a large share of the cores. Preloaded with purging off, jemalloc keeps
+both memory and speed steady (docs/training.md has the measurements). The allocator is chosen before the process
+starts, so this only says what to do; it changes nothing.
 """
 from __future__ import annotations
 
@@ -25,6 +25,11 @@ def _mapped_libraries() -> str | None:
         return None
 
 
+def jemalloc_library() -> str | None:
+    """Where this machine's jemalloc is, if it has one at a usual place."""
+    return next((path for path in KNOWN_PATHS if Path(path).exists()), None)
+
+
 def advice() -> str | None:
     """What to change for a long training run, or None when the process already runs jemalloc without purging (or
     is not on Linux, where this was not measured)."""
@@ -37,7 +42,7 @@ def advice() -> str | None:
             return None
         return (f"jemalloc purges large freed buffers at once, so every step faults them in again: "
                 f"set {steady_env} for a run of hours")
-    library = next((path for path in KNOWN_PATHS if Path(path).exists()), None)
+    library = jemalloc_library()
     preload = f"LD_PRELOAD={library}" if library else "LD_PRELOAD=<libjemalloc.so.2> (Debian: apt-get install libjemalloc2)"
     return (f"glibc's malloc keeps the fragments of changing batch shapes, so memory grows and steps slow down over "
             f"hours: for a long run, start the command with {preload} {steady_env} (docs/training.md)")
