@@ -8,6 +8,9 @@ a stop; its log is under artifacts/train-jobs/. Validation only.
 R4 of RULE-R3.md is the same stage with R3 as the student: `distil.py R3_FOLDER --output
 artifacts/candidates/qa-minilm-squad2-pruned-recut-r4`.
 
+R5 of RULE-R5.md: the same stage with half of the null-labelled windows: `distil.py R3_FOLDER --null-fraction 0.5
+--output artifacts/candidates/qa-minilm-squad2-pruned-recut-r5`.
+
 R1_FOLDER: the published R1, or its `.partial` staging folder when it missed the build's gate (RULE.md reads the
 loop's validation for both).
 """
@@ -30,8 +33,13 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("r1", type=Path)
     parser.add_argument("--stop-after", type=int, metavar="STEPS")
+    parser.add_argument("--null-fraction", type=float, help="share of null-labelled windows kept (D1's stage: 1.0)")
     parser.add_argument("--output", type=Path, default=artifacts_root() / "candidates" / "qa-minilm-squad2-pruned-recut-r2")
     args = parser.parse_args()
     train_config = dataclasses.replace(d1.config(args.r1.resolve()), output=args.output.resolve())
-    result = d1.main(args.stop_after, train_config, student_dir=args.r1.resolve())
+    recipe = ""
+    if args.null_fraction is not None:
+        train_config = dataclasses.replace(train_config, null_fraction=args.null_fraction)
+        recipe = f", null-labelled windows kept: {args.null_fraction}"
+    result = d1.main(args.stop_after, train_config, student_dir=args.r1.resolve(), recipe=recipe)
     print({k: v for k, v in result.items() if k in ("stopped", "checkpoint", "validation", "validation_score")})
