@@ -26,6 +26,7 @@ from models.errors import VariantUnavailable
 from models.qa import QAConfig
 
 ONNX_FILE = "model.onnx"
+SESSION_FILE = "session.json"  # ONNX Runtime settings a build measured for its variant (optimize/export/layer_norm.py)
 
 
 def torch_device() -> torch.device:
@@ -177,6 +178,13 @@ def session_options():
     return options
 
 
+def session_settings(path: Path) -> dict:
+    """Keyword arguments for the variant's `InferenceSession` that its build chose by measuring this CPU: ONNX
+    Runtime's load-time fusions it must not apply (`disabled_optimizers`). Without the file: none."""
+    settings_file = Path(path) / SESSION_FILE
+    return json.loads(settings_file.read_text()) if settings_file.exists() else {}
+
+
 def providers() -> list[str]:
     """CUDA first when this onnxruntime build and machine have it (and SHOWDOWN_DEVICE is not cpu)."""
     import onnxruntime
@@ -208,7 +216,8 @@ class OnnxQA:
     def __init__(self, path: Path, options, provider: str, cuda_graph: bool = True):
         import onnxruntime
 
-        self.session = onnxruntime.InferenceSession(str(path / ONNX_FILE), options, providers=[provider])
+        self.session = onnxruntime.InferenceSession(str(path / ONNX_FILE), options, providers=[provider],
+                                                    **session_settings(path))
         self.input_names = {i.name for i in self.session.get_inputs()}
         self.device = "cuda" if provider == "CUDAExecutionProvider" else "cpu"
         self.static, self.cuda_graph_error = None, None

@@ -20,20 +20,19 @@ from models.decoding import DecodingConfig
 from models.errors import VariantUnavailable
 from models.machine import cpu_name
 from models.manifest import atomic_dir, read_manifest, size_bytes, source_fingerprint, verify, write_manifest
-from models.runners import ONNX_FILE, providers
+from models.runners import ONNX_FILE, SESSION_FILE, providers
 from models.sources import resolve
 from optimize.evaluate import pruned_promise
 from optimize.evaluate.gates import GateFailed, check, failures, gate_inputs, serves
+from optimize.export import layer_norm
 from optimize.export.gguf_graft import source_gguf
 from optimize.export.onnx import (
     EXPORT_TASKS,
-    GRAPH_TIE,
-    GRAPH_TIMING_SHAPES,
     KEEP_FILES,
     add_logits_to_keep,
     export,
+    faster_graph,
     genai_build,
-    graph_latency_ms,
     graph_optimize,
 )
 from optimize.progress import stage
@@ -151,6 +150,7 @@ def _build_onnx_once(target: BuildTarget, recipe: OnnxRecipe, cuda: bool, progre
     with atomic_dir(target.directory) as staging:
         work = staging / "work"
         exact = False  # the graph carries its source's weights bit for bit and computes in fp32
+        session = {}  # the sessions' settings measured for this graph on this CPU (models/runners.py session_settings)
         if recipe.exporter == "gguf-grid":
             current, exact = _gguf_grid_steps(target, work, recipe, cuda, steps, progress)
         elif recipe.exporter == "genai-builder":
@@ -164,7 +164,7 @@ def _build_onnx_once(target: BuildTarget, recipe: OnnxRecipe, cuda: bool, progre
                           if recipe.smooth_alpha else "") if recipe.quantize else "fp32")
             steps.append(f"export+fuse+quantize (onnxruntime-genai model builder: GroupQueryAttention, {weights})")
         else:
-            current = _optimum_steps(target, work, shared, recipe, cuda, steps, progress)
+            current, session = _optimum_steps(target, work, shared, recipe, cuda, steps, progress)
         if recipe.exporter != "optimum":
             add_logits_to_keep(current)
             steps.append("logits_to_keep input: the LM head runs on the last position only when decoding")
@@ -174,6 +174,8 @@ def _build_onnx_once(target: BuildTarget, recipe: OnnxRecipe, cuda: bool, progre
         for name in KEEP_FILES:
             if (target.source / name).exists():
                 shutil.copy(target.source / name, staging / name)
+        if session:
+            (staging / SESSION_FILE).write_text(json.dumps(session) + "\n")
         if target.inputs.get("prompt_lookup"):  # measured and shipped decoding this way (models/decoding.py)
             DecodingConfig(prompt_lookup=True).save(staging)
             steps.append("decodes with exact prompt lookup by default (every pass on the filled graph)")
@@ -221,11 +223,11 @@ def _gguf_grid_steps(target: BuildTarget, work: Path, recipe: OnnxRecipe, cuda: 
 
 
 def _optimum_steps(target: BuildTarget, work: Path, shared: Path, recipe: OnnxRecipe, cuda: bool, steps: list[str],
-                   progress: Progress) -> Path:
-    """optimum export → ORT graph optimization → INT8 (CPU); returns the final model path."""
+                   progress: Progress) -> tuple[Path, dict]:
+    """optimum export → ORT graph optimization → INT8 (CPU); returns the final model path and its session settings."""
     name = target.name
-    current, graph_steps = _optimum_graph(target, shared / f"opset{recipe.opset}-level{recipe.optimization_level}",
-                                          recipe, cuda, progress)
+    current, graph_steps, session = _optimum_graph(target, shared / f"opset{recipe.opset}-level{recipe.optimization_level}",
+                                                   recipe, cuda, progress)
     steps.extend(graph_steps)
     if recipe.quantize and not cuda and recipe.weight_only_bits:
         with stage(progress, f"{name}: weight-only INT{recipe.weight_only_bits} quantization"):
@@ -237,39 +239,36 @@ def _optimum_steps(target: BuildTarget, work: Path, shared: Path, recipe: OnnxRe
             current = quantize_dynamic(current.parent, work / "quantized", recipe)
         steps.append(f"quantize-dynamic-int8 (per_channel={recipe.per_channel}, reduce_range={recipe.reduce_range}"
                      + (f", fp32: {', '.join(recipe.keep_fp32)}" if recipe.keep_fp32 else "") + ")")
-    return current
+    return current, session
 
 
 def _optimum_graph(target: BuildTarget, work: Path, recipe: OnnxRecipe, cuda: bool,
-                   progress: Progress) -> tuple[Path, list[str]]:
+                   progress: Progress) -> tuple[Path, list[str], dict]:
     """Export and graph optimization, and the faster of the two graphs: the same for every rung that
-    differs only in what it quantizes, so a ladder makes it once (kept in `work` with its steps)."""
+    differs only in what it quantizes, so a ladder makes it once (kept in `work` with its steps). Also the
+    session settings it is timed and served with (optimize/export/layer_norm.py)."""
     record = work / "graph.json"
     if record.exists():
         made = json.loads(record.read_text())
-        return Path(made["graph"]), made["steps"]
-    steps, name, task = [], target.name, target.preset.task
+        return Path(made["graph"]), made["steps"], made["session"]
+    steps, name, task, session = [], target.name, target.preset.task, {}
     with stage(progress, f"{name}: exporting {target.variant.built_from} to ONNX"):
         current = export(target.source, work / "export", task, recipe.opset)
     steps.append(f"export-onnx (optimum, task {EXPORT_TASKS[task]})")
     if recipe.optimization_level:
         exported = current
+        if task == "qa" and not cuda:
+            with stage(progress, f"{name}: timing ONNX Runtime's SkipLayerNormalization against Add + LayerNormalization"):
+                session, line = layer_norm.choose(json.loads((target.source / "config.json").read_text())["hidden_size"])
         with stage(progress, f"{name}: ORT graph optimization level {recipe.optimization_level}"):
-            current = graph_optimize(current.parent, work / "optimized", recipe.optimization_level, cuda)
+            current = graph_optimize(current.parent, work / "optimized", recipe.optimization_level, cuda, not session)
         steps.append(f"graph-optimize (level {recipe.optimization_level}{', fp16' if cuda else ''})")
         if task == "qa" and not cuda:
             with stage(progress, f"{name}: timing the fused graph against ONNX Runtime's own load-time fusions"):
-                timings = graph_latency_ms({"fused": current, "load-time fusions only": exported})
-            # fused only when clearly faster: within a few percent the pick was a coin toss, and the INT8
-            # rungs quantize whichever graph was kept (the pruned model's FFN-output rung measured forced-span
-            # F1 -1.03 on one graph and -0.84 on the other), so a tie keeps the build reproducible
-            kept = "fused" if timings["fused"] < (1 - GRAPH_TIE) * timings["load-time fusions only"] else "load-time fusions only"
-            current = current if kept == "fused" else exported
-            shapes = ", ".join(f"{w}x{t}" for w, t in GRAPH_TIMING_SHAPES)
-            steps.append(f"kept the faster graph over windows x tokens {shapes} ({kept}), summed: "
-                         + ", ".join(f"{k} {v:.1f} ms" for k, v in timings.items()))
-    record.write_text(json.dumps({"graph": str(current), "steps": steps}))
-    return current, steps
+                current, kept_line = faster_graph(current, exported, session)
+            steps.extend([kept_line, line])
+    record.write_text(json.dumps({"graph": str(current), "steps": steps, "session": session}))
+    return current, steps, session
 
 
 def build_assembled(preset: Preset, variant_name: str, force: bool = False, progress: Progress = log.info,

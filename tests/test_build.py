@@ -16,7 +16,8 @@ def test_optimized_variants_are_fused_onnx_with_a_complete_manifest(built_preset
     preset = built_presets["qa"]
     target = preset.built_dir("optimized")
     manifest = read_manifest(target)
-    assert [s.split(" ")[0] for s in manifest["steps"]] == ["export-onnx", "graph-optimize", "kept", "quantize-dynamic-int8"]
+    assert [s.split(" ")[0] for s in manifest["steps"]] == ["export-onnx", "graph-optimize", "kept", "residual",
+                                                            "quantize-dynamic-int8"]
     assert manifest["versions"]["onnxruntime"] and manifest["versions"]["optimum"]
     assert manifest["files"]["model.onnx"]["sha256"] == sha256(target / "model.onnx")
     # the build timed both graphs and kept the faster: the fused one holds the Attention op
@@ -24,8 +25,13 @@ def test_optimized_variants_are_fused_onnx_with_a_complete_manifest(built_preset
     assert kept in ("fused", "load-time fusions only") and "ms" in manifest["steps"][2]
     qa_nodes = onnx.load(target / "model.onnx").graph.node
     assert (kept == "fused") == bool({"Attention", "QAttention"} & {node.op_type for node in qa_nodes})
+    # the layer norm kernels were timed on this CPU; kept apart, the graph holds none fused and the session is told
+    # not to fuse them at load
+    apart = manifest["steps"][3].startswith("residual layer norms kept apart") and "ms" in manifest["steps"][3]
+    assert (target / "session.json").exists() == apart == ("session.json" in manifest["files"])
+    assert not (apart and "SkipLayerNormalization" in {node.op_type for node in qa_nodes})
     # the ladder's first rung (lossy, gated on F1): every dense MatMul INT8, per channel
-    assert manifest["steps"][3].startswith("quantize-dynamic-int8 (per_channel=True") and "fp32:" not in manifest["steps"][3]
+    assert manifest["steps"][4].startswith("quantize-dynamic-int8 (per_channel=True") and "fp32:" not in manifest["steps"][4]
     assert not {node.name for node in qa_nodes if node.op_type == "MatMul" and "dense" in node.name}
     assert {"MatMulInteger", "DynamicQuantizeMatMul"} & {node.op_type for node in qa_nodes}
     generation_target = built_presets["generation"].built_dir("optimized")
@@ -393,3 +399,12 @@ def test_a_catalog_build_refuses_what_it_cannot_do_before_building_anything(flag
     assert main(["build", *flags, "--no-eval"] if "--full-ladder" not in flags else ["build", *flags]) == 2
     printed = capsys.readouterr()
     assert message in printed.err and printed.out == "", printed
+
+
+def test_layer_norms_are_kept_apart_only_where_the_fused_kernel_is_clearly_slower():
+    from optimize.export.layer_norm import decision
+
+    slow, slow_line = decision({"SkipLayerNormalization": 0.35, "Add + LayerNormalization": 0.06}, 384)
+    close, close_line = decision({"SkipLayerNormalization": 0.08, "Add + LayerNormalization": 0.06}, 384)
+    assert slow == {"disabled_optimizers": ["SkipLayerNormFusion"]} and slow_line.startswith("residual layer norms kept apart")
+    assert close == {} and "fused into" in close_line and "0.080 ms" in close_line

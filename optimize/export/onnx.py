@@ -160,7 +160,8 @@ def export(source: Path, output: Path, task: str, opset: int | None) -> Path:
     return output / ONNX_FILE
 
 
-def graph_optimize(onnx_dir: Path, output: Path, level: int, cuda: bool) -> Path:
+def graph_optimize(onnx_dir: Path, output: Path, level: int, cuda: bool, skip_layer_norm: bool = True) -> Path:
+    """`skip_layer_norm`: False keeps each residual Add and its LayerNormalization apart (optimize/export/layer_norm.py)."""
     from optimum.onnxruntime import ORTOptimizer
     from optimum.onnxruntime.configuration import OptimizationConfig
 
@@ -173,7 +174,8 @@ def graph_optimize(onnx_dir: Path, output: Path, level: int, cuda: bool) -> Path
     logging.getLogger("fusion_attention").setLevel(logging.ERROR)
     optimizer = ORTOptimizer.from_pretrained(onnx_dir, file_names=[ONNX_FILE])
     config = OptimizationConfig(optimization_level=level, optimize_for_gpu=cuda, fp16=cuda,
-                                disable_shape_inference=True)
+                                disable_shape_inference=True, disable_skip_layer_norm_fusion=not skip_layer_norm,
+                                disable_bias_skip_layer_norm_fusion=not skip_layer_norm)
     optimizer.optimize(config, save_dir=output, file_suffix="")
     return output / ONNX_FILE
 
@@ -187,20 +189,22 @@ GRAPH_TIMING_SHAPES = ((1, 384), (2, 384), (1, 128))  # (windows, tokens): one f
 
 
 def graph_latency_ms(graphs: dict[str, Path], shapes: tuple[tuple[int, int], ...] = GRAPH_TIMING_SHAPES,
-                     rounds: int = 20) -> dict[str, float]:
+                     rounds: int = 20, settings: dict | None = None) -> dict[str, float]:
     """Summed median latency over `shapes` per encoder graph, rounds interleaved, with the serving
     session options. Why measure per build: which one wins depends on the model and the thread
     settings (the fused Attention won on the 12-head MiniLM and lost on the 4-head pruned one with no
     spinning, and they tied with bounded spinning: docs/measurements.md). Why several
     shapes: visitors paste contexts of every length, and a choice made on one 384-token window said
-    nothing about two windows or a short question (issue 31)."""
+    nothing about two windows or a short question (issue 31). `settings`: the sessions' keyword arguments
+    (models/runners.py session_settings), as the variant will be served."""
     import numpy as np
     import onnxruntime
 
     from models.runners import session_options
     from models.timing import percentile, timed_rounds
 
-    sessions = {name: onnxruntime.InferenceSession(str(path), session_options(), providers=["CPUExecutionProvider"])
+    sessions = {name: onnxruntime.InferenceSession(str(path), session_options(), providers=["CPUExecutionProvider"],
+                                                   **(settings or {}))
                 for name, path in graphs.items()}
     totals = dict.fromkeys(graphs, 0.0)
     for shape in shapes:
@@ -211,3 +215,16 @@ def graph_latency_ms(graphs: dict[str, Path], shapes: tuple[tuple[int, int], ...
         for name, runs in timed_rounds(calls, rounds, warmup=3).items():
             totals[name] += percentile([1e3 * seconds for seconds, _ in runs], 50)
     return totals
+
+
+def faster_graph(fused: Path, exported: Path, settings: dict) -> tuple[Path, str]:
+    """The fused graph or the export (ONNX Runtime's load-time fusions only), whichever is clearly faster here,
+    and the manifest's line with both timings."""
+    timings = graph_latency_ms({"fused": fused, "load-time fusions only": exported}, settings=settings)
+    # fused only when clearly faster: within a few percent the pick was a coin toss, and the INT8
+    # rungs quantize whichever graph was kept (the pruned model's FFN-output rung measured forced-span
+    # F1 -1.03 on one graph and -0.84 on the other), so a tie keeps the build reproducible
+    kept = "fused" if timings["fused"] < (1 - GRAPH_TIE) * timings["load-time fusions only"] else "load-time fusions only"
+    shapes = ", ".join(f"{w}x{t}" for w, t in GRAPH_TIMING_SHAPES)
+    return (fused if kept == "fused" else exported), (f"kept the faster graph over windows x tokens {shapes} ({kept}), "
+                                                      "summed: " + ", ".join(f"{k} {v:.1f} ms" for k, v in timings.items()))
