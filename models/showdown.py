@@ -14,10 +14,11 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from models import generation, qa
 from models.catalog import (REPO_ROOT, VARIANTS, Preset, Task, all_presets, chosen_variants, preset,
@@ -30,6 +31,8 @@ from models.reports import accuracy_text
 from models.runners import Runner, load_runner
 from models.sources import resolve
 from models.timing import median_call, with_speedups
+
+T = TypeVar("T")
 
 log = logging.getLogger("showdown")
 WARMUP_CONTEXT = ("The first little pig was very lazy. He didn't want to work at all and he built his house out of "
@@ -227,6 +230,12 @@ class Showdown:
                 self._memory[key] = max(after - before, 0)
             self._runners[key] = runner
             return runner
+
+    def on_model_thread(self, call: Callable[..., T], *args, **kwargs) -> T:
+        """`call` run on the thread that runs every model, as the app runs them: a timing harness (report, bench)
+        times there too. PyTorch on a second thread gets a second OpenMP team, and its variants ran slower beside
+        the first one (docs/measurements.md, "on_model_thread"). Not from inside a call already on that thread."""
+        return self._model_thread.submit(call, *args, **kwargs).result()
 
     def _warm_up(self, runner: Runner) -> None:
         """Twice, on the model thread that will run it."""

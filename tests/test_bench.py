@@ -234,3 +234,20 @@ def test_a_qa_contender_that_abstains_reads_no_answer_not_a_blank_cell():
     table = markdown(Bench(machine={}, config={}, results=rows))
     assert "| QA ~384 tokens | optimum-int8 |" in table and "| (no answer) |" in table, table
     assert "| the second pig |" in table, table
+
+
+def test_every_qa_contender_is_timed_on_the_thread_that_runs_the_models(built_presets):
+    """The bench timed on its main thread what the showdown had loaded on its model thread, and loaded the pipelines
+    there too: PyTorch on two threads slowed every PyTorch contender, the pipeline included."""
+    import threading
+
+    from models.showdown import Showdown
+    from optimize.bench.run import bench_qa
+    from optimize.bench.tables import BenchConfig
+
+    showdown = Showdown(presets=dict(built_presets))
+    probe = {"where it ran": lambda question, context: threading.current_thread().name}
+    rows = bench_qa(showdown, BenchConfig(qa_tokens=(128,), long_document_words=0, qa_rounds=2, warmup=1), probe)
+    model_thread = showdown.on_model_thread(lambda: threading.current_thread().name)
+    assert [row.answer for row in rows if row.contender == "where it ran"] == [model_thread] != ["MainThread"]
+    assert {row.contender for row in rows} >= {"baseline", "optimized"}

@@ -117,9 +117,9 @@ def decode_rate(generated: dict) -> float:
 
 
 def built_runners(showdown: Showdown, task: str) -> dict[str, Runner]:
-    """The task's four variants that are built, each loaded once; a missing one is logged and left out."""
+    """The preset's variants that are built, each loaded once; a missing one is logged and left out."""
     runners = {}
-    for variant in ("baseline", "optimized", "pruned", "pruned-optimized"):
+    for variant in (v.name for v in showdown.preset(task).variants):
         try:
             runners[variant] = showdown.runner(task, variant)
         except VariantUnavailable as error:
@@ -141,7 +141,7 @@ def bench_qa(showdown: Showdown, config: BenchConfig, outside: dict[str, Callabl
                            for variant, runner in project.items()})
         if best and workload == "QA ~384 tokens":  # the context cache (models/qa.py) missed on every call
             contenders[f"{best}, new context each call"] = _cold_context(project[best], context)
-        timings = timed_rounds(contenders, rounds, config.warmup)
+        timings = showdown.on_model_thread(timed_rounds, contenders, rounds, config.warmup)  # as the app runs them
         results += [_result(workload, name, runs) for name, runs in timings.items()]
         log.info("%s done", workload)
     return results
@@ -185,12 +185,13 @@ def bench_generation(showdown: Showdown, config: BenchConfig, llama_cpp: Decoder
     prompt = generation_prompt(baseline.tokenizer, config.generation_prompt_tokens)
     workload = (f"generation, ~{config.generation_prompt_tokens}-token prompt, exactly {config.new_tokens} new tokens "
                 f"greedy (end-of-sequence ignored), p50 of {config.generation_rounds} rounds")
-    return _timed_generation(workload, prompt, config, {**generation_contenders(baseline.path), **llama_cpp}, runners)
+    outside = showdown.on_model_thread(generation_contenders, baseline.path)  # as the QA pipelines are
+    return _timed_generation(showdown, workload, prompt, config, {**outside, **llama_cpp}, runners)
 
 
-def _timed_generation(workload: str, prompt: str, config: BenchConfig, outside: Decoders,
+def _timed_generation(showdown: Showdown, workload: str, prompt: str, config: BenchConfig, outside: Decoders,
                       runners: dict[str, Runner]) -> list[Result]:
-    """One generation workload in rotating rounds: every contender writes exactly `new_tokens`
+    """One generation workload in rotating rounds on the model thread: every contender writes exactly `new_tokens`
     (end-of-sequence ignored, as llama-bench times). `optimized` and `pruned-optimized`, where ONNX, run twice:
     plain (their rows) and with exact prompt lookup, whichever of the two they ship (models/decoding.py)."""
     new_tokens = config.new_tokens
@@ -202,7 +203,7 @@ def _timed_generation(workload: str, prompt: str, config: BenchConfig, outside: 
         if variant in runners and runners[variant].runtime == "onnxruntime":
             contenders[name] = (lambda r: lambda: _decoded(r, prompt, new_tokens, lookup=True))(runners[variant])
             not_shipped.add(variant if runners[variant].model.decoder.lookup is not None else name)
-    timings = timed_rounds(contenders, config.generation_rounds, 1)
+    timings = showdown.on_model_thread(timed_rounds, contenders, config.generation_rounds, 1)
     results = [_result(workload, name, runs) for name, runs in timings.items()]
     for result in results:
         result.shipped = result.contender not in not_shipped
@@ -230,7 +231,7 @@ def _decoded(runner: Runner, prompt: str, new_tokens: int, lookup: bool) -> dict
 REWRITE_PROMPT = "Rewrite the following paragraph in plain words, keeping every fact:\n\n{context}"
 
 
-def bench_lookup(config: BenchConfig, llama_cpp: Decoders, runners: dict[str, Runner]) -> list[Result]:
+def bench_lookup(showdown: Showdown, config: BenchConfig, llama_cpp: Decoders, runners: dict[str, Runner]) -> list[Result]:
     """Issue 53's prompt-lookup comparison where an answer copies its prompt, on the first reading-set paragraph
     (never trained or chosen on): its reading-comprehension question (the bars) and a request to rewrite it.
     llama.cpp plain and with its own lookup, `optimized` and `pruned-optimized` plain and with lookup, the same
@@ -249,7 +250,7 @@ def bench_lookup(config: BenchConfig, llama_cpp: Decoders, runners: dict[str, Ru
     for kind, prompt in prompts.items():
         workload = (f"{LOOKUP_WORKLOAD}, {LOOKUP_PROMPTS[kind]} ({len(optimized.tokenizer(prompt).input_ids)} tokens), "
                     f"exactly {config.new_tokens} new tokens greedy (end-of-sequence ignored), p50 of {config.generation_rounds} rounds")
-        results += _timed_generation(workload, prompt, config, llama_cpp, onnx)
+        results += _timed_generation(showdown, workload, prompt, config, llama_cpp, onnx)
     return results
 
 
@@ -326,10 +327,12 @@ def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "ge
     bench = Bench(machine=machine(), config=asdict(config), created=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     if "qa" in tasks:
         log.info("QA: loading the transformers pipeline and optimum's INT8 (exported once, the first time)")
-        outside = qa_pipelines(showdown.runner("qa", "baseline").path)
+        # loaded, timed and scored on the model thread, with the variants: PyTorch work on a second thread would
+        # slow every PyTorch contender (models/showdown.py on_model_thread)
+        outside = showdown.on_model_thread(qa_pipelines, showdown.runner("qa", "baseline").path)
         bench.results += bench_qa(showdown, config, outside)
         accuracy = {v: showdown.variant_status("qa", v)["accuracy"] for v in ("baseline", "optimized", "pruned", "pruned-optimized")}
-        bench.memory["f1"] = {**(outside_f1(outside) if config.outside_f1 else {}),
+        bench.memory["f1"] = {**(showdown.on_model_thread(outside_f1, outside) if config.outside_f1 else {}),
                               **{v: a.get("overall_f1") for v, a in accuracy.items()}}
         bench.memory["forced_f1"] = {v: a.get("forced_f1") for v, a in accuracy.items()}
         if config.app:
@@ -346,7 +349,7 @@ def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "ge
             log.info("generation: every decoder writes exactly %d tokens", config.new_tokens)
             bench.results += bench_generation(showdown, config, llama_cpp, runners)
             log.info("generation: prompt lookup on a reading and a rewrite prompt")
-            bench.results += bench_lookup(config, llama_cpp, runners)
+            bench.results += bench_lookup(showdown, config, llama_cpp, runners)
             if config.agreement_prompts:
                 log.info("generation: greedy tokens against PyTorch fp32's")
                 bench.memory["agreement"] = greedy_agreement(showdown, config, llama_cpp, runners)

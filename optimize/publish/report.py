@@ -98,11 +98,11 @@ def measure_task(showdown: Showdown, task: str, config: ReportConfig) -> Report:
         rounds = config.generation_rounds
         workload = (f"generation, {prompt_tokens}-token chat prompt, greedy, exactly {config.new_tokens} new tokens "
                     "(end-of-sequence ignored)")
-    runs = timed_rounds({v: functools.partial(call, runner) for v, runner in runners.items()}, rounds, config.warmup,
-                        on_round=lambda index: log.info("%s round %d/%d", task, index + 1, rounds))
+    runs = showdown.on_model_thread(timed_rounds, {v: functools.partial(call, runner) for v, runner in runners.items()},
+                                    rounds, config.warmup, on_round=lambda index: log.info("%s round %d/%d", task, index + 1, rounds))
     timings: dict[str, list[dict]] = {v: [value for _, value in calls] for v, calls in runs.items()}
 
-    by_length = qa_latency_by_length(runners, tokenizer, config) if task == "qa" else {}
+    by_length = qa_latency_by_length(showdown, runners, tokenizer, config) if task == "qa" else {}
 
     def p50(variant: str) -> float:
         return percentile([t["latency_ms"]["total"] for t in timings[variant]], 50)
@@ -131,17 +131,16 @@ def measure_task(showdown: Showdown, task: str, config: ReportConfig) -> Report:
     return report
 
 
-def qa_latency_by_length(runners: dict, tokenizer, config: ReportConfig) -> dict[str, list[dict]]:
+def qa_latency_by_length(showdown: Showdown, runners: dict, tokenizer, config: ReportConfig) -> dict[str, list[dict]]:
     """Per variant, model-call p50 and speedup over the baseline at each longer context, all variants
-    interleaved per length (the headline one-window column is timed with the rest of the report)."""
+    interleaved per length on the model thread (the headline one-window column is timed with the rest of the report)."""
     out: dict[str, list[dict]] = {variant: [] for variant in runners}
     for tokens in config.qa_longer_tokens:
         context = qa_context(tokenizer, tokens)
         windows = len(qa.preprocess(tokenizer, QA_QUESTION, context, next(iter(runners.values())).qa_config).offsets)
-        runs = timed_rounds({v: functools.partial(qa.answer, r, QA_QUESTION, context) for v, r in runners.items()},
-                            config.qa_longer_rounds, config.warmup,
-                            on_round=lambda index: log.info("qa ~%d tokens round %d/%d", tokens, index + 1,
-                                                            config.qa_longer_rounds))
+        calls = {v: functools.partial(qa.answer, r, QA_QUESTION, context) for v, r in runners.items()}
+        runs = showdown.on_model_thread(timed_rounds, calls, config.qa_longer_rounds, config.warmup, on_round=lambda index: log.info(
+            "qa ~%d tokens round %d/%d", tokens, index + 1, config.qa_longer_rounds))
         p50 = {v: percentile([value["latency_ms"]["total"] for _, value in calls], 50) for v, calls in runs.items()}
         for variant, ms in p50.items():
             out[variant].append({"tokens": tokens, "windows": windows, "p50_ms": ms,
