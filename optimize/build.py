@@ -259,7 +259,7 @@ def _optimum_graph(target: BuildTarget, work: Path, recipe: OnnxRecipe, cuda: bo
         exported = current
         if task == "qa" and not cuda:
             with stage(progress, f"{name}: timing ONNX Runtime's SkipLayerNormalization against Add + LayerNormalization"):
-                session, line = layer_norm.choose(json.loads((target.source / "config.json").read_text())["hidden_size"])
+                session, line = layer_norm.choose(target.source)
         with stage(progress, f"{name}: ORT graph optimization level {recipe.optimization_level}"):
             current = graph_optimize(current.parent, work / "optimized", recipe.optimization_level, cuda, not session)
         steps.append(f"graph-optimize (level {recipe.optimization_level}{', fp16' if cuda else ''})")

@@ -8,6 +8,8 @@ told not to fuse them, and the variant's `session.json` (models/runners.py) tell
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from models.runners import session_options
 from models.timing import percentile, timed_rounds
 
@@ -48,8 +50,11 @@ def kernel_ms(hidden: int, rows: int = ROWS, rounds: int = 40) -> dict[str, floa
     return {name: percentile([1e3 * seconds for seconds, _ in timed], 50) for name, timed in runs.items()}
 
 
-def choose(hidden: int) -> tuple[dict, str]:
-    """The session settings for an encoder of this width on this CPU, and the manifest's line saying why."""
+def choose(model_dir: Path) -> tuple[dict, str]:
+    """The session settings for the encoder in `model_dir` on this CPU, and the manifest's line saying why."""
+    from transformers import AutoConfig
+
+    hidden = AutoConfig.from_pretrained(model_dir).hidden_size  # DistilBERT's `dim` too
     return decision(kernel_ms(hidden), hidden)
 
 
