@@ -164,23 +164,26 @@ def load_causal_lm(path: Path):
     return model.eval()
 
 
-def session_options():
+def session_options(settings: dict | None = None):
     """Spin-waiting bounded to 100 µs. ORT's worker threads spin after each op and run by
     default; that wins for decoding (a short run per token) but in a process holding several
     models (app, report, bench) spinning threads steal the cores from the model that runs next.
-    A short bound keeps the decoding gain and gives the next model its cores (docs/measurements.md)."""
+    A short bound keeps the decoding gain and gives the next model its cores (docs/measurements.md).
+    `settings`: a variant's own (`session_settings`), its session config entries added."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = cpu_threads()
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.add_session_config_entry("session.intra_op.spin_duration_us", "100")
+    for key, value in (settings or {}).get("config_entries", {}).items():
+        options.add_session_config_entry(key, value)
     return options
 
 
 def session_settings(path: Path) -> dict:
-    """Keyword arguments for the variant's `InferenceSession` that its build chose by measuring this CPU: ONNX
-    Runtime's load-time fusions it must not apply (`disabled_optimizers`). Without the file: none."""
+    """What the variant's build chose by measuring its CPU, as ONNX Runtime session config entries (`config_entries`:
+    the load-time fusions it must not apply, optimize/export/layer_norm.py). Without the file: none."""
     settings_file = Path(path) / SESSION_FILE
     return json.loads(settings_file.read_text()) if settings_file.exists() else {}
 
@@ -202,7 +205,8 @@ def _load_onnx(task: Task, path: Path, device: str | None = None, lookup: bool =
         raise VariantUnavailable(f"{path} has no {ONNX_FILE}")
     provider = "CPUExecutionProvider" if device == "cpu" else providers()[0]
     if task == "qa":
-        return OnnxQA(Path(path), session_options(), provider, cuda_graph=settings.flag("SHOWDOWN_CUDA_GRAPH", True))
+        return OnnxQA(Path(path), session_options(session_settings(path)), provider,
+                      cuda_graph=settings.flag("SHOWDOWN_CUDA_GRAPH", True))
     return OnnxCausalLM(Path(path), session_options, provider, filled=lookup)
 
 
@@ -216,8 +220,7 @@ class OnnxQA:
     def __init__(self, path: Path, options, provider: str, cuda_graph: bool = True):
         import onnxruntime
 
-        self.session = onnxruntime.InferenceSession(str(path / ONNX_FILE), options, providers=[provider],
-                                                    **session_settings(path))
+        self.session = onnxruntime.InferenceSession(str(path / ONNX_FILE), options, providers=[provider])
         self.input_names = {i.name for i in self.session.get_inputs()}
         self.device = "cuda" if provider == "CUDAExecutionProvider" else "cpu"
         self.static, self.cuda_graph_error = None, None

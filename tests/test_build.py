@@ -406,5 +406,27 @@ def test_layer_norms_are_kept_apart_only_where_the_fused_kernel_is_clearly_slowe
 
     slow, slow_line = decision({"SkipLayerNormalization": 0.35, "Add + LayerNormalization": 0.06}, 384)
     close, close_line = decision({"SkipLayerNormalization": 0.08, "Add + LayerNormalization": 0.06}, 384)
-    assert slow == {"disabled_optimizers": ["SkipLayerNormFusion"]} and slow_line.startswith("residual layer norms kept apart")
+    assert slow == {"config_entries": {"optimization.disable_specified_optimizers": "SkipLayerNormFusion"}}
+    assert slow_line.startswith("residual layer norms kept apart")
     assert close == {} and "fused into" in close_line and "0.080 ms" in close_line
+
+
+def test_a_variant_is_served_with_the_session_settings_its_build_measured(built_presets, tmp_path):
+    """A build that keeps the layer norms apart writes session.json; every session of that variant must apply it,
+    or it would be served (and timed) with the kernel the build measured as slower, and compute other answers."""
+    import shutil
+
+    from optimize.export.layer_norm import KEPT_APART
+
+    built = built_presets["qa"].built_dir("optimized")
+    apart, fused = shutil.copytree(built, tmp_path / "apart"), shutil.copytree(built, tmp_path / "fused")
+    (apart / "session.json").write_text(json.dumps(KEPT_APART))
+    (fused / "session.json").unlink(missing_ok=True)  # the tiny build's own choice is this machine's
+    def disabled(folder) -> str:
+        options = load_runner("qa", "optimized", "onnxruntime", folder).model.session.get_session_options()
+        try:
+            return options.get_session_config_entry("optimization.disable_specified_optimizers")
+        except RuntimeError:  # onnxruntime's answer for a key never set
+            return ""
+
+    assert disabled(apart) == "SkipLayerNormFusion" and disabled(fused) == ""

@@ -220,3 +220,24 @@ def test_a_second_preset_pushed_to_the_same_prefix_is_refused(built_presets, tmp
     assert "PUSHED ['org/demo-qa-baseline'" in again.stdout  # the same preset pushes again
     assert {repo: files["config.json"] for repo, files in before.items()} == \
            {repo: files["config.json"] for repo, files in hub.repos.items()}
+
+
+def test_the_card_loads_an_onnx_variant_with_the_session_settings_its_build_measured(built_presets, tmp_path):
+    """A variant whose build kept its layer norms apart is gated with ONNX Runtime's fusion off: the card's optimum
+    snippet must load it so (run here on a local copy), not with the kernel and arithmetic the build rejected."""
+    import re
+    import shutil
+
+    from optimize.export.layer_norm import KEPT_APART
+    from optimize.publish.push import load_text
+
+    preset = built_presets["qa"]
+    folder = shutil.copytree(preset.built_dir("optimized"), tmp_path / "optimized")
+    (folder / "session.json").write_text(json.dumps(KEPT_APART))
+    card = load_text(preset, preset.variant("optimized"), folder, str(folder), "me")
+    snippet = re.search(r"With optimum alone:\n```python\n(.*?)```", card, re.S).group(1)
+    assert "session_options=options" in snippet, card
+    scope: dict = {}
+    exec(snippet, scope)  # noqa: S102 - the card's own code, on a local folder
+    options = scope["model"].model.get_session_options()
+    assert options.get_session_config_entry("optimization.disable_specified_optimizers") == "SkipLayerNormFusion"

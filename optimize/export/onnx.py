@@ -195,16 +195,15 @@ def graph_latency_ms(graphs: dict[str, Path], shapes: tuple[tuple[int, int], ...
     settings (the fused Attention won on the 12-head MiniLM and lost on the 4-head pruned one with no
     spinning, and they tied with bounded spinning: docs/measurements.md). Why several
     shapes: visitors paste contexts of every length, and a choice made on one 384-token window said
-    nothing about two windows or a short question (issue 31). `settings`: the sessions' keyword arguments
-    (models/runners.py session_settings), as the variant will be served."""
+    nothing about two windows or a short question (issue 31). `settings`: the variant's session settings
+    (models/runners.py session_settings), as it will be served."""
     import numpy as np
     import onnxruntime
 
     from models.runners import session_options
     from models.timing import percentile, timed_rounds
 
-    sessions = {name: onnxruntime.InferenceSession(str(path), session_options(), providers=["CPUExecutionProvider"],
-                                                   **(settings or {}))
+    sessions = {name: onnxruntime.InferenceSession(str(path), session_options(settings), providers=["CPUExecutionProvider"])
                 for name, path in graphs.items()}
     totals = dict.fromkeys(graphs, 0.0)
     for shape in shapes:

@@ -18,6 +18,7 @@ from models.catalog import pushed_repo as repo_id
 from models.errors import InputError
 from models.manifest import read_manifest
 from models.reports import REPORTS_DIR, Report
+from models.runners import session_settings
 from models.showdown import Showdown
 
 log = logging.getLogger("optimize.publish.push")
@@ -125,8 +126,13 @@ def load_text(preset: Preset, variant: Variant, path: Path, repo: str, prefix: s
     if variant.runtime != "onnxruntime":
         alone = f"from transformers import AutoModelFor{head}\nmodel = AutoModelFor{head}.from_pretrained('{repo}')"
     elif preset.task == "qa" or "logits_to_keep" not in onnx_inputs(path / "model.onnx"):
-        alone = (f"from optimum.onnxruntime import ORTModelFor{head}\n"
-                 f"model = ORTModelFor{head}.from_pretrained('{repo}', file_name='model.onnx')")
+        entries = session_settings(path).get("config_entries", {})  # its build measured and gated it with these
+        lines, load = [f"from optimum.onnxruntime import ORTModelFor{head}"], f"ORTModelFor{head}.from_pretrained('{repo}', file_name='model.onnx'"
+        if entries:
+            lines = ["import onnxruntime", *lines, "options = onnxruntime.SessionOptions()  # as its build measured and gated it",
+                     *(f"options.add_session_config_entry('{key}', '{value}')" for key, value in entries.items())]
+            load += ", session_options=options"
+        alone = "\n".join([*lines, f"model = {load})"])
     else:
         return project + "\nOptimum's ORTModelForCausalLM does not drive this graph (ONNX Runtime GenAI's fused decoder).\n"
     return project + f"\nWith {'transformers' if variant.runtime != 'onnxruntime' else 'optimum'} alone:\n```python\n{alone}\n```\n"
