@@ -98,8 +98,9 @@ def measure_task(showdown: Showdown, task: str, config: ReportConfig) -> Report:
         rounds = config.generation_rounds
         workload = (f"generation, {prompt_tokens}-token chat prompt, greedy, exactly {config.new_tokens} new tokens "
                     "(end-of-sequence ignored)")
-    runs = showdown.on_model_thread(timed_rounds, {v: functools.partial(call, runner) for v, runner in runners.items()},
-                                    rounds, config.warmup, on_round=lambda index: log.info("%s round %d/%d", task, index + 1, rounds))
+    contenders = {v: functools.partial(call, runner) for v, runner in runners.items()}
+    progress = lambda index: log.info("%s round %d/%d", task, index + 1, rounds)  # noqa: E731
+    runs = showdown.on_model_thread(timed_rounds, contenders, rounds, config.warmup, on_round=progress)
     timings: dict[str, list[dict]] = {v: [value for _, value in calls] for v, calls in runs.items()}
 
     by_length = qa_latency_by_length(showdown, runners, tokenizer, config) if task == "qa" else {}
@@ -138,9 +139,9 @@ def qa_latency_by_length(showdown: Showdown, runners: dict, tokenizer, config: R
     for tokens in config.qa_longer_tokens:
         context = qa_context(tokenizer, tokens)
         windows = len(qa.preprocess(tokenizer, QA_QUESTION, context, next(iter(runners.values())).qa_config).offsets)
-        calls = {v: functools.partial(qa.answer, r, QA_QUESTION, context) for v, r in runners.items()}
-        runs = showdown.on_model_thread(timed_rounds, calls, config.qa_longer_rounds, config.warmup, on_round=lambda index: log.info(
-            "qa ~%d tokens round %d/%d", tokens, index + 1, config.qa_longer_rounds))
+        contenders = {v: functools.partial(qa.answer, r, QA_QUESTION, context) for v, r in runners.items()}
+        progress = lambda index: log.info("qa ~%d tokens round %d/%d", tokens, index + 1, config.qa_longer_rounds)  # noqa: E731
+        runs = showdown.on_model_thread(timed_rounds, contenders, config.qa_longer_rounds, config.warmup, on_round=progress)
         p50 = {v: percentile([value["latency_ms"]["total"] for _, value in calls], 50) for v, calls in runs.items()}
         for variant, ms in p50.items():
             out[variant].append({"tokens": tokens, "windows": windows, "p50_ms": ms,
