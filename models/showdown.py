@@ -216,7 +216,7 @@ class Showdown:
             with self._turn():  # model-thread work: never inside another visitor's timed call, nor its memory
                 before = resident_bytes()
                 try:  # loaded on the model thread: ONNX Runtime's and OpenMP's worker threads are its children
-                    runner = self._model_thread.submit(load_runner, task, variant, spec.runtime, path).result()
+                    runner = self.on_model_thread(load_runner, task, variant, spec.runtime, path)
                     self._warm_up(runner)
                 except Exception as error:  # a model that does not load or run is unavailable, not a crash
                     expected = isinstance(error, VariantUnavailable)  # load_runner's: the reason is in the message
@@ -241,7 +241,7 @@ class Showdown:
         """Twice, on the model thread that will run it."""
         for _ in range(2):
             if runner.task == "qa":
-                self._model_thread.submit(qa.answer, runner, "Who worked a little bit harder?", WARMUP_CONTEXT).result()
+                self.on_model_thread(qa.answer, runner, "Who worked a little bit harder?", WARMUP_CONTEXT)
             else:
                 generation.generate(_OnModelThread(runner, self._model_thread), "Hello!", 4)
 
@@ -258,7 +258,7 @@ class Showdown:
           that long to get it back from a server thread after every run.
         With 4 HTTP clients both together kept compute closest to a single client's, either alone did
         not (experiments/app-timing/measure_concurrency.py; figures: docs/measurements.md)."""
-        self._model_thread.submit(lambda: None).result()  # the model thread exists before the server's
+        self.on_model_thread(lambda: None)  # the model thread exists before the server's
         if switch_interval_s:
             sys.setswitchinterval(switch_interval_s)
         if nice and hasattr(os, "setpriority"):
@@ -298,8 +298,8 @@ class Showdown:
         call = lambda: qa.answer(runner, question, context, handle_impossible_answer)  # noqa: E731
         with self._turn() as wait_ms:
             if warm_up:
-                self._model_thread.submit(call).result()
-            result = self._model_thread.submit(call).result()
+                self.on_model_thread(call)
+            result = self.on_model_thread(call)
         result["latency_ms"]["wait"] = wait_ms
         result["timing"] = TIMED_AFTER_WARM_UP if warm_up else TIMED_ALONE
         result["device"] = runner.device

@@ -252,18 +252,19 @@ def _optimum_graph(target: BuildTarget, work: Path, recipe: OnnxRecipe, cuda: bo
         made = json.loads(record.read_text())
         return Path(made["graph"]), made["steps"], made["session"]
     steps, name, task, session = [], target.name, target.preset.task, {}
+    timed = task == "qa" and not cuda  # an encoder on the CPU: its kernels and graphs are timed here
     with stage(progress, f"{name}: exporting {target.variant.built_from} to ONNX"):
         current = export(target.source, work / "export", task, recipe.opset)
     steps.append(f"export-onnx (optimum, task {EXPORT_TASKS[task]})")
     if recipe.optimization_level:
         exported = current
-        if task == "qa" and not cuda:
+        if timed:
             with stage(progress, f"{name}: timing ONNX Runtime's SkipLayerNormalization against Add + LayerNormalization"):
                 session, line = layer_norm.choose(target.source)
         with stage(progress, f"{name}: ORT graph optimization level {recipe.optimization_level}"):
             current = graph_optimize(current.parent, work / "optimized", recipe.optimization_level, cuda, not session)
         steps.append(f"graph-optimize (level {recipe.optimization_level}{', fp16' if cuda else ''})")
-        if task == "qa" and not cuda:
+        if timed:
             with stage(progress, f"{name}: timing the fused graph against ONNX Runtime's own load-time fusions"):
                 current, kept_line = faster_graph(current, exported, session)
             steps.extend([kept_line, line])

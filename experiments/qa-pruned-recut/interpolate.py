@@ -29,10 +29,9 @@ REPRODUCED_WITHIN = 0.05
 COPIED = ("config.json", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt")
 
 
-def interpolated(r3: Path, r4: Path, t: float) -> dict[str, torch.Tensor]:
-    """`(1 - t) * R3 + t * R4`, in fp32 (the files are fp16)."""
-    start, end = load_file(r3 / "model.safetensors"), load_file(r4 / "model.safetensors")
-    return {name: (1 - t) * start[name].float() + t * end[name].float() for name in start}
+def interpolated(start: dict[str, torch.Tensor], end: dict[str, torch.Tensor], t: float) -> dict[str, torch.Tensor]:
+    """`(1 - t) * start + t * end` (fp32 weights)."""
+    return {name: (1 - t) * start[name] + t * end[name] for name in start}
 
 
 def scored(folder: Path, validation: list[squad.Example]) -> dict:
@@ -61,13 +60,15 @@ def main(r3: Path, r4: Path) -> dict:
         results[name] = scored(folder, validation)
         check_reproduced(folder, results[name])
         print(name, results[name], flush=True)
+    start, end = ({name: weight.float() for name, weight in load_file(folder / "model.safetensors").items()}
+                  for folder in (r3, r4))  # fp16 files, read once
+    model = AutoModelForQuestionAnswering.from_pretrained(r3, dtype=torch.float32)
     for t in POINTS:
         output = CANDIDATES / f"qa-minilm-squad2-pruned-i{round(t * 100)}"
         output.mkdir(parents=True, exist_ok=True)
         for name in COPIED:
             shutil.copy(r3 / name, output / name)
-        model = AutoModelForQuestionAnswering.from_pretrained(r3, dtype=torch.float32)
-        model.load_state_dict(interpolated(r3, r4, t))
+        model.load_state_dict(interpolated(start, end, t))
         save_fp16(model, output)
         results[f"I{round(t * 100)}"] = scored(output, validation)
         print(f"I{round(t * 100)}", results[f"I{round(t * 100)}"], flush=True)

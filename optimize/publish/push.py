@@ -127,7 +127,8 @@ def load_text(preset: Preset, variant: Variant, path: Path, repo: str, prefix: s
         alone = f"from transformers import AutoModelFor{head}\nmodel = AutoModelFor{head}.from_pretrained('{repo}')"
     elif preset.task == "qa" or "logits_to_keep" not in onnx_inputs(path / "model.onnx"):
         entries = session_settings(path).get("config_entries", {})  # its build measured and gated it with these
-        lines, load = [f"from optimum.onnxruntime import ORTModelFor{head}"], f"ORTModelFor{head}.from_pretrained('{repo}', file_name='model.onnx'"
+        lines = [f"from optimum.onnxruntime import ORTModelFor{head}"]
+        load = f"ORTModelFor{head}.from_pretrained('{repo}', file_name='model.onnx'"
         if entries:
             lines = ["import onnxruntime", *lines, "options = onnxruntime.SessionOptions()  # as its build measured and gated it",
                      *(f"options.add_session_config_entry('{key}', '{value}')" for key, value in entries.items())]
