@@ -199,7 +199,37 @@ def test_llama_cpp_is_skipped_with_one_line_when_not_installed(monkeypatch, capl
         "llama.cpp not benchmarked: llama-cpp-python is not installed (pip install -r requirements-bench.txt)"]
 
 
-def test_llama_cpp_runs_in_its_own_process_and_answers_as_in_process():
+def _llama_cpp_that_crashes(connection, gguf: str, threads: int, lookup_tokens: int = 0) -> None:
+    """A llama.cpp process that dies as llama.cpp's AMX backend did on its first tokens."""
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def test_a_llama_cpp_that_crashes_is_left_out_with_its_reason_and_the_bench_goes_on(monkeypatch, caplog, tmp_path):
+    """llama.cpp built for an AMX CPU crashed on its first tokens, and the bench died with an EOFError from a pipe.
+    The process is now asked for a first token before it counts as started: a crash is named, with the way to build a
+    llama.cpp that runs, and the bench goes on without it."""
+    import importlib.machinery
+    import multiprocessing
+    import sys
+    import types
+
+    from optimize.bench.contenders import llama_cpp_contender
+
+    installed = types.ModuleType("llama_cpp")  # found, as when llama-cpp-python is installed
+    installed.__spec__ = importlib.machinery.ModuleSpec("llama_cpp", None)
+    monkeypatch.setitem(sys.modules, "llama_cpp", installed)
+    with caplog.at_level("WARNING"), llama_cpp_contender(tmp_path / "model.gguf", None, _llama_cpp_that_crashes) as peers:
+        assert peers == {}
+    [message] = [r.getMessage() for r in caplog.records]
+    assert message.startswith("llama.cpp not benchmarked: its process ended before its first token (killed by SIGSEGV)")
+    assert "without llama.cpp's AMX backend (requirements-bench.txt says how)" in message, message
+    assert not [p for p in multiprocessing.active_children() if p.name == "llama.cpp"]
+
+
+def test_llama_cpp_runs_in_its_own_process_and_answers_as_in_process(caplog):
     """Where llama-cpp-python is installed (requirements-bench.txt; not in CI): the bench's llama.cpp,
     in a process of its own, gives the greedy tokens that llama.cpp gives in this process."""
     llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is optional (requirements-bench.txt)")
@@ -211,7 +241,8 @@ def test_llama_cpp_runs_in_its_own_process_and_answers_as_in_process():
 
     gguf = smollm2_gguf()
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    with llama_cpp_contender(gguf, tokenizer) as peers:
+    with caplog.at_level("WARNING"), llama_cpp_contender(gguf, tokenizer) as peers:
+        assert "llama.cpp" in peers, caplog.text  # the reason it was left out
         answer = peers["llama.cpp"]("What is the capital of France?", 12)
     llm = llama_cpp.Llama(model_path=str(gguf), n_threads=2, n_ctx=512, verbose=False)
     ids = generation.preprocess(tokenizer, "What is the capital of France?")[0].tolist()

@@ -7,6 +7,7 @@ import contextlib
 import functools
 import logging
 import multiprocessing
+import signal
 import time
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
@@ -59,7 +60,7 @@ def qa_pipelines(baseline_dir: Path) -> dict[str, Callable[[str, str], str]]:
 
 
 @contextlib.contextmanager
-def llama_cpp_contender(gguf: Path, tokenizer) -> Iterator[dict[str, Callable[[str, int], dict]]]:
+def llama_cpp_contender(gguf: Path, tokenizer, worker: Callable | None = None) -> Iterator[dict[str, Callable[[str, int], dict]]]:
     """llama.cpp (llama-cpp-python, optional: requirements-bench.txt) on the GGUF the baseline was
     dequantized from: the same prompt tokens (the project's chat template, tokenized by the same
     tokenizer, outside the timing as for every contender), the same threads, greedy, its KV cache
@@ -71,41 +72,81 @@ def llama_cpp_contender(gguf: Path, tokenizer) -> Iterator[dict[str, Callable[[s
     (timing and greedy agreement) and ends the process when they are done; without
     llama-cpp-python it yields no contender. Two processes: llama.cpp plain, and with its own prompt
     lookup (`LLAMA_CPP_LOOKUP`: llama-cpp-python's LlamaPromptLookupDecoding, 2 drafted tokens, what its
-    documentation advises on a CPU), issue 53's peers."""
+    documentation advises on a CPU), issue 53's peers. A llama.cpp that cannot compute here (its process ends
+    before its first token) is left out with the reason, and the bench goes on. `worker`: the process's function."""
     import importlib.util
 
     if importlib.util.find_spec("llama_cpp") is None:
         log.warning("llama.cpp not benchmarked: llama-cpp-python is not installed (pip install -r requirements-bench.txt)")
         yield {}
         return
-    workers = {name: _start_llama_cpp(gguf, lookup_tokens) for name, lookup_tokens in (("llama.cpp", 0), (LLAMA_CPP_LOOKUP, 2))}
+    workers = {}
+    try:
+        for name, lookup_tokens in (("llama.cpp", 0), (LLAMA_CPP_LOOKUP, 2)):
+            workers[name] = _start_llama_cpp(gguf, lookup_tokens, worker)
+    except PeerFailed as error:
+        _stopped(workers)
+        log.warning("llama.cpp not benchmarked: %s", error)
+        yield {}
+        return
     try:
         yield {name: functools.partial(_llama_cpp_generate, connection, tokenizer) for name, (_, connection) in workers.items()}
     finally:
-        for process, connection in workers.values():
-            connection.close()  # the worker reads EOF and returns
-            process.join(timeout=30)
+        _stopped(workers)
 
 
-def _start_llama_cpp(gguf: Path, lookup_tokens: int = 0) -> tuple[multiprocessing.process.BaseProcess, Connection]:
-    """Spawn the llama.cpp worker and wait until it has loaded the GGUF, so no round pays the load."""
+class PeerFailed(RuntimeError):
+    """The llama.cpp process ended before it answered (a crash inside llama.cpp, not a bench error)."""
+
+
+# llama.cpp built for the machine (GGML_NATIVE) on a CPU with AMX computes through its AMX backend, which crashed with
+# SIGSEGV on its first tokens here (llama.cpp issue 20824); built without it, the same file runs
+AMX_HINT = "on a CPU with AMX, build llama-cpp-python without llama.cpp's AMX backend (requirements-bench.txt says how)"
+
+
+def _start_llama_cpp(gguf: Path, lookup_tokens: int = 0, worker: Callable | None = None
+                     ) -> tuple[multiprocessing.process.BaseProcess, Connection]:
+    """Spawn the llama.cpp worker and wait until it has loaded the GGUF and written a first token, so no round pays
+    the load and a llama.cpp that cannot compute on this CPU is found here, before any timing. `worker`: the
+    process's function (`_llama_cpp_worker`)."""
     spawn = multiprocessing.get_context("spawn")
     connection, child_end = spawn.Pipe()
-    process = spawn.Process(target=_llama_cpp_worker, args=(child_end, str(gguf), cpu_threads(), lookup_tokens),
+    process = spawn.Process(target=worker or _llama_cpp_worker, args=(child_end, str(gguf), cpu_threads(), lookup_tokens),
                             daemon=True, name="llama.cpp")
     process.start()
     child_end.close()
-    if connection.recv() != "ready":
+    try:
+        ready = connection.recv()
+    except EOFError:
+        ready = None
+    if ready != "ready":
         connection.close()
-        raise RuntimeError("llama.cpp did not load the GGUF")
+        process.join(timeout=30)
+        raise PeerFailed(f"its process ended before its first token ({_ended(process)}); {AMX_HINT}")
     return process, connection
+
+
+def _ended(process: multiprocessing.process.BaseProcess) -> str:
+    code = process.exitcode
+    if code is not None and code < 0:
+        return f"killed by {signal.Signals(-code).name}"
+    return f"exit code {code}"
+
+
+def _stopped(workers: dict[str, tuple[multiprocessing.process.BaseProcess, Connection]]) -> None:
+    for process, connection in workers.values():
+        connection.close()  # the worker reads EOF and returns
+        process.join(timeout=30)
 
 
 def _llama_cpp_generate(connection: Connection, tokenizer, prompt: str, max_new_tokens: int, ignore_eos: bool = False) -> dict:
     """One greedy round in the worker, reported in the shape of the project's `generation.generate`."""
     prompt_ids = generation.preprocess(tokenizer, prompt)[0].tolist()
     connection.send((prompt_ids, max_new_tokens, ignore_eos))
-    answer = connection.recv()
+    try:
+        answer = connection.recv()
+    except EOFError:
+        raise PeerFailed("llama.cpp's process ended during a round") from None
     return {"text": tokenizer.decode(answer["ids"], skip_special_tokens=True), "new_tokens": len(answer["ids"]),
             "prompt_tokens": len(prompt_ids),
             "ttft_ms": 1e3 * answer["ttft_s"], "tokens_per_s": len(answer["ids"]) / answer["model_s"],
@@ -123,6 +164,8 @@ def _llama_cpp_worker(connection, gguf: str, threads: int, lookup_tokens: int = 
     llm = llama_cpp.Llama(model_path=gguf, n_threads=threads, n_threads_batch=threads, n_ctx=1024, n_batch=512,
                           draft_model=draft, verbose=False)
     eos = llm.token_eos()
+    probe = llm.tokenize(b"Is llama.cpp ready to compute on this CPU?")  # a batch of prompt tokens, then one decoded
+    next(iter(llm.generate(probe, top_k=1, temp=0.0, reset=True)))
     connection.send("ready")
     while True:
         try:
