@@ -229,6 +229,36 @@ def test_a_llama_cpp_that_crashes_is_left_out_with_its_reason_and_the_bench_goes
     assert not [p for p in multiprocessing.active_children() if p.name == "llama.cpp"]
 
 
+def _llama_cpp_that_answers(connection, gguf: str, threads: int, lookup_tokens: int = 0) -> None:
+    """A llama.cpp process that loads, reports its build, and then waits for the bench to be done."""
+    connection.send(("ready", f"llama-cpp-python 0.0.0, CPU : AVX512 = 1 | lookup {lookup_tokens}"))
+    try:
+        connection.recv()
+    except EOFError:
+        return
+
+
+def test_the_bench_table_names_the_llama_cpp_build_it_timed(monkeypatch, tmp_path):
+    """llama.cpp's speed depends on the CPU features it was compiled for (its AMX build crashed on the Intel Xeon, its
+    AVX-512 build ran): the build the plain contender reported goes into the bench's memory and under the table's
+    machine line."""
+    import importlib.machinery
+    import sys
+    import types
+
+    from optimize.bench.contenders import BUILD_KEY, llama_cpp_contender
+
+    installed = types.ModuleType("llama_cpp")
+    installed.__spec__ = importlib.machinery.ModuleSpec("llama_cpp", None)
+    monkeypatch.setitem(sys.modules, "llama_cpp", installed)
+    memory: dict = {}
+    with llama_cpp_contender(tmp_path / "model.gguf", None, _llama_cpp_that_answers, about=memory) as peers:
+        assert set(peers) == {"llama.cpp", "llama.cpp, prompt lookup"}, peers
+    assert memory == {BUILD_KEY: "llama-cpp-python 0.0.0, CPU : AVX512 = 1 | lookup 0"}
+    table = markdown(Bench(machine={"cores": 2, "threads": 2}, config={}, memory=memory))
+    assert "; llama.cpp: llama-cpp-python 0.0.0, CPU : AVX512 = 1 | lookup 0" in table.splitlines()[2], table
+
+
 def test_llama_cpp_runs_in_its_own_process_and_answers_as_in_process(caplog):
     """Where llama-cpp-python is installed (requirements-bench.txt; not in CI): the bench's llama.cpp,
     in a process of its own, gives the greedy tokens that llama.cpp gives in this process."""

@@ -60,7 +60,7 @@ def qa_pipelines(baseline_dir: Path) -> dict[str, Callable[[str, str], str]]:
 
 
 @contextlib.contextmanager
-def llama_cpp_contender(gguf: Path, tokenizer, worker: Callable | None = None) -> Iterator[dict[str, Callable[[str, int], dict]]]:
+def llama_cpp_contender(gguf: Path, tokenizer, worker: Callable | None = None, about: dict | None = None) -> Iterator[dict[str, Callable[[str, int], dict]]]:
     """llama.cpp (llama-cpp-python, optional: requirements-bench.txt) on the GGUF the baseline was
     dequantized from: the same prompt tokens (the project's chat template, tokenized by the same
     tokenizer, outside the timing as for every contender), the same threads, greedy, its KV cache
@@ -73,7 +73,8 @@ def llama_cpp_contender(gguf: Path, tokenizer, worker: Callable | None = None) -
     llama-cpp-python it yields no contender. Two processes: llama.cpp plain, and with its own prompt
     lookup (`LLAMA_CPP_LOOKUP`: llama-cpp-python's LlamaPromptLookupDecoding, 2 drafted tokens, what its
     documentation advises on a CPU), issue 53's peers. A llama.cpp that cannot compute here (its process ends
-    before its first token) is left out with the reason, and the bench goes on. `worker`: the process's function."""
+    before its first token) is left out with the reason, and the bench goes on. `worker`: the process's function;
+    `about`: where its build is written (`BUILD_KEY`), for the bench's table."""
     import importlib.util
 
     if importlib.util.find_spec("llama_cpp") is None:
@@ -90,9 +91,14 @@ def llama_cpp_contender(gguf: Path, tokenizer, worker: Callable | None = None) -
         yield {}
         return
     try:
-        yield {name: functools.partial(_llama_cpp_generate, connection, tokenizer) for name, (_, connection) in workers.items()}
+        if about is not None:
+            about[BUILD_KEY] = workers["llama.cpp"][2]
+        yield {name: functools.partial(_llama_cpp_generate, connection, tokenizer) for name, (_, connection, _) in workers.items()}
     finally:
         _stopped(workers)
+
+
+BUILD_KEY = "llama_cpp_build"
 
 
 class PeerFailed(RuntimeError):
@@ -105,9 +111,10 @@ AMX_HINT = "on a CPU with AMX, build llama-cpp-python without llama.cpp's AMX ba
 
 
 def _start_llama_cpp(gguf: Path, lookup_tokens: int = 0, worker: Callable | None = None
-                     ) -> tuple[multiprocessing.process.BaseProcess, Connection]:
+                     ) -> tuple[multiprocessing.process.BaseProcess, Connection, str]:
     """Spawn the llama.cpp worker and wait until it has loaded the GGUF and written a first token, so no round pays
-    the load and a llama.cpp that cannot compute on this CPU is found here, before any timing. `worker`: the
+    the load and a llama.cpp that cannot compute on this CPU is found here, before any timing. Returns the process,
+    its pipe and its build (version and the CPU features it was compiled for, which decide its speed). `worker`: the
     process's function (`_llama_cpp_worker`)."""
     spawn = multiprocessing.get_context("spawn")
     connection, child_end = spawn.Pipe()
@@ -116,14 +123,15 @@ def _start_llama_cpp(gguf: Path, lookup_tokens: int = 0, worker: Callable | None
     process.start()
     child_end.close()
     try:
-        ready = connection.recv()
+        ready, build = connection.recv()
     except EOFError:
-        ready = None
+        ready = build = None
     if ready != "ready":
         connection.close()
         process.join(timeout=30)
         raise PeerFailed(f"its process ended before its first token ({_ended(process)}); {AMX_HINT}")
-    return process, connection
+    log.info("llama.cpp: %s", build)
+    return process, connection, build
 
 
 def _ended(process: multiprocessing.process.BaseProcess) -> str:
@@ -133,8 +141,8 @@ def _ended(process: multiprocessing.process.BaseProcess) -> str:
     return f"exit code {code}"
 
 
-def _stopped(workers: dict[str, tuple[multiprocessing.process.BaseProcess, Connection]]) -> None:
-    for process, connection in workers.values():
+def _stopped(workers: dict[str, tuple[multiprocessing.process.BaseProcess, Connection, str]]) -> None:
+    for process, connection, _ in workers.values():
         connection.close()  # the worker reads EOF and returns
         process.join(timeout=30)
 
@@ -166,7 +174,7 @@ def _llama_cpp_worker(connection, gguf: str, threads: int, lookup_tokens: int = 
     eos = llm.token_eos()
     probe = llm.tokenize(b"Is llama.cpp ready to compute on this CPU?")  # a batch of prompt tokens, then one decoded
     next(iter(llm.generate(probe, top_k=1, temp=0.0, reset=True)))
-    connection.send("ready")
+    connection.send(("ready", f"llama-cpp-python {llama_cpp.__version__}, {llama_cpp.llama_print_system_info().decode().strip()}"))
     while True:
         try:
             ids, max_new_tokens, ignore_eos = connection.recv()

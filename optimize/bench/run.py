@@ -158,14 +158,15 @@ Decoders = dict[str, Callable[[str, int], dict]]  # name -> (prompt, max new tok
 
 
 @contextlib.contextmanager
-def _llama_cpp(showdown: Showdown) -> Iterator[Decoders]:
-    """llama.cpp started once per bench run and shared by the timing and the greedy agreement;
-    none where the generation preset does not come from a GGUF (llama.cpp runs that same file)."""
+def _llama_cpp(showdown: Showdown, about: dict) -> Iterator[Decoders]:
+    """llama.cpp started once per bench run and shared by the timing and the greedy agreement, its build written into
+    `about` (the bench's memory); none where the generation preset does not come from a GGUF (llama.cpp runs that
+    same file)."""
     gguf = source_gguf(showdown.preset("generation"), "optimized")
     if gguf is None:
         yield {}
         return
-    with llama_cpp_contender(gguf, showdown.runner("generation", "baseline").tokenizer) as decoders:
+    with llama_cpp_contender(gguf, showdown.runner("generation", "baseline").tokenizer, about=about) as decoders:
         yield decoders
 
 
@@ -345,7 +346,7 @@ def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "ge
             bench.memory["gradio_client_floor_p50_ms"] = overheads[FLOOR]
     if "generation" in tasks:
         runners = project_runners(showdown, config)
-        with _llama_cpp(showdown) as llama_cpp:  # each step's line is the app's progress (models/measure_here.py)
+        with _llama_cpp(showdown, bench.memory) as llama_cpp:  # each step's line is the app's progress (models/measure_here.py)
             log.info("generation: every decoder writes exactly %d tokens", config.new_tokens)
             bench.results += bench_generation(showdown, config, llama_cpp, runners)
             log.info("generation: prompt lookup on a reading and a rewrite prompt")

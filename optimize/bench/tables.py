@@ -192,7 +192,8 @@ def markdown(bench: Bench) -> str:
     m = bench.machine
     lines = [f"### Benchmark — {bench.created}" + (f" ({bench.memory['carried']})" if bench.memory.get("carried") else ""), "",
              f"{cpu_label(m)}, {m.get('cores')} cores, {m.get('threads')} threads; "
-             + versions_label(m), "",
+             + versions_label(m)
+             + (f"; llama.cpp: {bench.memory['llama_cpp_build']}" if bench.memory.get("llama_cpp_build") else ""), "",
              "| workload | contender | p50 (ms) | p95 (ms) | tokens written | tokens/s overall | prompt tokens/s "
              "| decode tokens/s | TTFT (ms) | answer / notes |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -261,7 +262,7 @@ def markdown(bench: Bench) -> str:
 # what each task's run writes: the rows (by workload prefix) and the measures beside them
 TASK_WORKLOADS = {"qa": ("QA", "app round trip"), "generation": ("generation", LOOKUP_WORKLOAD)}
 TASK_MEMORY = {"qa": ("f1", "forced_f1", "app_overhead_p50_ms", "http_api_overhead_p50_ms", "gradio_client_floor_p50_ms"),
-               "generation": ("bandwidth_gbs", "decode", "agreement")}
+               "generation": ("bandwidth_gbs", "decode", "agreement", "llama_cpp_build")}
 
 
 def carry_other_tasks(bench: Bench, tasks: tuple[str, ...], previous_path: Path) -> str:
