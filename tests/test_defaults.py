@@ -349,7 +349,8 @@ def test_bench_keeps_its_speedups(built_defaults, tmp_path):
     INT8 on a 2-core AMD EPYC Zen 3 without VNNI (2026-11-24, INT8 under the lossy gate; 2.78x /
     0.84x with fp32 graphs on an AVX-512 EPYC), generation 3.42x PyTorch fp32 and 1.25x optimum INT8
     in a quick run on a 2-core Intel Xeon (6.2x / 1.5x on an AVX-512 EPYC: MatMulNBits decoding
-    depends on the CPU). Issue 4's 6x / 1.3x QA targets are missed and reported by the bench."""
+    depends on the CPU). The targets themselves (QA 6x the pipeline: missed on these machines) are the bench table's
+    to report, not this test's."""
     done = subprocess.run([sys.executable, "-m", "optimize", "bench", "--quick", "--no-app", "--output", str(tmp_path)],
                           cwd=REPO_ROOT, env=repo_env(), capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
