@@ -246,7 +246,8 @@ def test_the_bench_table_names_the_llama_cpp_build_it_timed(monkeypatch, tmp_pat
     import sys
     import types
 
-    from optimize.bench.contenders import BUILD_KEY, llama_cpp_contender
+    from optimize.bench.contenders import llama_cpp_contender
+    from optimize.bench.tables import LLAMA_CPP_BUILD
 
     installed = types.ModuleType("llama_cpp")
     installed.__spec__ = importlib.machinery.ModuleSpec("llama_cpp", None)
@@ -254,7 +255,7 @@ def test_the_bench_table_names_the_llama_cpp_build_it_timed(monkeypatch, tmp_pat
     memory: dict = {}
     with llama_cpp_contender(tmp_path / "model.gguf", None, _llama_cpp_that_answers, about=memory) as peers:
         assert set(peers) == {"llama.cpp", "llama.cpp, prompt lookup"}, peers
-    assert memory == {BUILD_KEY: "llama-cpp-python 0.0.0, CPU : AVX512 = 1 | lookup 0"}
+    assert memory == {LLAMA_CPP_BUILD: "llama-cpp-python 0.0.0, CPU : AVX512 = 1 | lookup 0"}
     table = markdown(Bench(machine={"cores": 2, "threads": 2}, config={}, memory=memory))
     assert "; llama.cpp: llama-cpp-python 0.0.0, CPU : AVX512 = 1 | lookup 0" in table.splitlines()[2], table
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from models import generation
 from models.catalog import artifacts_root
 from models.runners import cpu_threads, session_options  # the same ORT settings for every contender
-from optimize.bench.tables import LLAMA_CPP_LOOKUP
+from optimize.bench.tables import LLAMA_CPP_BUILD, LLAMA_CPP_LOOKUP
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,8 @@ def qa_pipelines(baseline_dir: Path) -> dict[str, Callable[[str, str], str]]:
 
 
 @contextlib.contextmanager
-def llama_cpp_contender(gguf: Path, tokenizer, worker: Callable | None = None, about: dict | None = None) -> Iterator[dict[str, Callable[[str, int], dict]]]:
+def llama_cpp_contender(gguf: Path, tokenizer, worker: Callable | None = None, about: dict | None = None
+                        ) -> Iterator[dict[str, Callable[[str, int], dict]]]:
     """llama.cpp (llama-cpp-python, optional: requirements-bench.txt) on the GGUF the baseline was
     dequantized from: the same prompt tokens (the project's chat template, tokenized by the same
     tokenizer, outside the timing as for every contender), the same threads, greedy, its KV cache
@@ -74,7 +75,7 @@ def llama_cpp_contender(gguf: Path, tokenizer, worker: Callable | None = None, a
     lookup (`LLAMA_CPP_LOOKUP`: llama-cpp-python's LlamaPromptLookupDecoding, 2 drafted tokens, what its
     documentation advises on a CPU), issue 53's peers. A llama.cpp that cannot compute here (its process ends
     before its first token) is left out with the reason, and the bench goes on. `worker`: the process's function;
-    `about`: where its build is written (`BUILD_KEY`), for the bench's table."""
+    `about`: where its build is written (`LLAMA_CPP_BUILD`), for the bench's table."""
     import importlib.util
 
     if importlib.util.find_spec("llama_cpp") is None:
@@ -92,13 +93,10 @@ def llama_cpp_contender(gguf: Path, tokenizer, worker: Callable | None = None, a
         return
     try:
         if about is not None:
-            about[BUILD_KEY] = workers["llama.cpp"][2]
+            about[LLAMA_CPP_BUILD] = workers["llama.cpp"][2]
         yield {name: functools.partial(_llama_cpp_generate, connection, tokenizer) for name, (_, connection, _) in workers.items()}
     finally:
         _stopped(workers)
-
-
-BUILD_KEY = "llama_cpp_build"
 
 
 class PeerFailed(RuntimeError):

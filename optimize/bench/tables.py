@@ -69,6 +69,7 @@ EXACT_RUNG = "optimized, exact rung"  # the bench's name for `optimized`'s exact
 LOOKUP_WORKLOAD = "prompt lookup"  # issue 53's lookup workloads: a reading-comprehension and a rewrite prompt
 LOOKUP_PROMPTS = {"reading": "reading-comprehension prompt", "rewrite": "rewrite prompt"}  # ratio key -> workload words
 OPTIMIZED_LOOKUP, LLAMA_CPP_LOOKUP = "optimized, prompt lookup", "llama.cpp, prompt lookup"
+LLAMA_CPP_BUILD = "llama_cpp_build"  # the bench's memory: the llama.cpp build it timed (version, CPU features)
 PRUNED_LOOKUP = "pruned-optimized, prompt lookup"
 LOOKUP_ROWS = {"optimized": OPTIMIZED_LOOKUP, "pruned-optimized": PRUNED_LOOKUP}  # each ONNX variant's row with lookup
 
@@ -193,7 +194,7 @@ def markdown(bench: Bench) -> str:
     lines = [f"### Benchmark — {bench.created}" + (f" ({bench.memory['carried']})" if bench.memory.get("carried") else ""), "",
              f"{cpu_label(m)}, {m.get('cores')} cores, {m.get('threads')} threads; "
              + versions_label(m)
-             + (f"; llama.cpp: {bench.memory['llama_cpp_build']}" if bench.memory.get("llama_cpp_build") else ""), "",
+             + (f"; llama.cpp: {bench.memory[LLAMA_CPP_BUILD]}" if bench.memory.get(LLAMA_CPP_BUILD) else ""), "",
              "| workload | contender | p50 (ms) | p95 (ms) | tokens written | tokens/s overall | prompt tokens/s "
              "| decode tokens/s | TTFT (ms) | answer / notes |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -262,7 +263,7 @@ def markdown(bench: Bench) -> str:
 # what each task's run writes: the rows (by workload prefix) and the measures beside them
 TASK_WORKLOADS = {"qa": ("QA", "app round trip"), "generation": ("generation", LOOKUP_WORKLOAD)}
 TASK_MEMORY = {"qa": ("f1", "forced_f1", "app_overhead_p50_ms", "http_api_overhead_p50_ms", "gradio_client_floor_p50_ms"),
-               "generation": ("bandwidth_gbs", "decode", "agreement", "llama_cpp_build")}
+               "generation": ("bandwidth_gbs", "decode", "agreement", LLAMA_CPP_BUILD)}
 
 
 def carry_other_tasks(bench: Bench, tasks: tuple[str, ...], previous_path: Path) -> str:
