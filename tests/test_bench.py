@@ -199,6 +199,19 @@ def test_llama_cpp_is_skipped_with_one_line_when_not_installed(monkeypatch, capl
         "llama.cpp not benchmarked: llama-cpp-python is not installed (pip install -r requirements-bench.txt)"]
 
 
+@pytest.fixture
+def llama_cpp_found(monkeypatch):
+    """llama-cpp-python looks installed to the bench (its import is found), whatever this machine has: the tests
+    give the bench a stand-in worker, so nothing of llama.cpp runs."""
+    import importlib.machinery
+    import sys
+    import types
+
+    installed = types.ModuleType("llama_cpp")
+    installed.__spec__ = importlib.machinery.ModuleSpec("llama_cpp", None)
+    monkeypatch.setitem(sys.modules, "llama_cpp", installed)
+
+
 def _llama_cpp_that_crashes(connection, gguf: str, threads: int, lookup_tokens: int = 0) -> None:
     """A llama.cpp process that dies as llama.cpp's AMX backend did on its first tokens."""
     import os
@@ -207,20 +220,14 @@ def _llama_cpp_that_crashes(connection, gguf: str, threads: int, lookup_tokens: 
     os.kill(os.getpid(), signal.SIGSEGV)
 
 
-def test_a_llama_cpp_that_crashes_is_left_out_with_its_reason_and_the_bench_goes_on(monkeypatch, caplog, tmp_path):
+def test_a_llama_cpp_that_crashes_is_left_out_with_its_reason_and_the_bench_goes_on(llama_cpp_found, caplog, tmp_path):
     """llama.cpp built for an AMX CPU crashed on its first tokens, and the bench died with an EOFError from a pipe.
     The process is now asked for a first token before it counts as started: a crash is named, with the way to build a
     llama.cpp that runs, and the bench goes on without it."""
-    import importlib.machinery
     import multiprocessing
-    import sys
-    import types
 
     from optimize.bench.contenders import llama_cpp_contender
 
-    installed = types.ModuleType("llama_cpp")  # found, as when llama-cpp-python is installed
-    installed.__spec__ = importlib.machinery.ModuleSpec("llama_cpp", None)
-    monkeypatch.setitem(sys.modules, "llama_cpp", installed)
     with caplog.at_level("WARNING"), llama_cpp_contender(tmp_path / "model.gguf", None, _llama_cpp_that_crashes) as peers:
         assert peers == {}
     [message] = [r.getMessage() for r in caplog.records]
@@ -238,20 +245,13 @@ def _llama_cpp_that_answers(connection, gguf: str, threads: int, lookup_tokens: 
         return
 
 
-def test_the_bench_table_names_the_llama_cpp_build_it_timed(monkeypatch, tmp_path):
+def test_the_bench_table_names_the_llama_cpp_build_it_timed(llama_cpp_found, tmp_path):
     """llama.cpp's speed depends on the CPU features it was compiled for (its AMX build crashed on the Intel Xeon, its
     AVX-512 build ran): the build the plain contender reported goes into the bench's memory and under the table's
     machine line."""
-    import importlib.machinery
-    import sys
-    import types
-
     from optimize.bench.contenders import llama_cpp_contender
     from optimize.bench.tables import LLAMA_CPP_BUILD
 
-    installed = types.ModuleType("llama_cpp")
-    installed.__spec__ = importlib.machinery.ModuleSpec("llama_cpp", None)
-    monkeypatch.setitem(sys.modules, "llama_cpp", installed)
     memory: dict = {}
     with llama_cpp_contender(tmp_path / "model.gguf", None, _llama_cpp_that_answers, about=memory) as peers:
         assert set(peers) == {"llama.cpp", "llama.cpp, prompt lookup"}, peers
