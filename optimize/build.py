@@ -69,8 +69,8 @@ class BuildTarget:
         recorded = {"source": str(self.source), "source_sha256": source_fingerprint(self.source), **inputs}
         return replace(self, inputs=json.loads(json.dumps(recorded)))
 
-    def up_to_date(self, force: bool, progress: Progress) -> bool:
-        if force or not up_to_date(self.directory, self.inputs):
+    def up_to_date(self, force: bool, progress: Progress, strict: bool = True) -> bool:
+        if force or not up_to_date(self.directory, self.inputs, strict):
             return False
         progress(f"{self.name}: up to date, skipped")
         return True
@@ -112,7 +112,7 @@ def _build_onnx(target: BuildTarget, recipe: OnnxRecipe | None, force: bool, pro
         ladder = ladder[:1]
     lookup = {"prompt_lookup": True} if target.variant.prompt_lookup and preset.task == "generation" else {}
     target = target.with_inputs(recipes=[asdict(r) for r in ladder], cuda=cuda, **gate_inputs(target.preset.task, evaluate, target.preset.reading_questions), **lookup)
-    if target.up_to_date(force, progress):
+    if target.up_to_date(force, progress, strict):
         return target.directory
     inputs = target.inputs
     rejected: list[dict] = []
@@ -289,7 +289,7 @@ def _build_assembled(target: BuildTarget, force: bool, progress: Progress, evalu
     if not (recipe_dir / DELTA_FILE).exists():
         raise FileNotFoundError(f"No pruning plan at {variant.recipe_dir}; run `python -m optimize prune --task {target.preset.task}`.")
     target = target.with_inputs(recipe_sha256=source_fingerprint(recipe_dir), **gate_inputs(target.preset.task, evaluate, target.preset.reading_questions))
-    if target.up_to_date(force, progress):
+    if target.up_to_date(force, progress, strict):
         return target.directory
     plan = json.loads((recipe_dir / PLAN_FILE).read_text())
     with atomic_dir(target.directory) as staging:
@@ -309,7 +309,7 @@ def _build_pruned(target: BuildTarget, force: bool, progress: Progress, evaluate
 
     variant = target.variant
     target = target.with_inputs(prune=asdict(variant.prune), **gate_inputs(target.preset.task, evaluate, target.preset.reading_questions))
-    if target.up_to_date(force, progress):
+    if target.up_to_date(force, progress, strict):
         return target.directory
     with atomic_dir(target.directory) as staging:
         with stage(progress, f"{target.name}: structured pruning of {variant.built_from}, then distillation"):
@@ -371,12 +371,17 @@ def build_preset(preset: Preset, force: bool = False, progress: Progress = log.i
     return outcome
 
 
-def up_to_date(target: Path, inputs: dict) -> bool:
+def up_to_date(target: Path, inputs: dict, strict: bool = True) -> bool:
     """Built from the same inputs, and every file still as the manifest recorded it: a corrupt
-    artifact (truncated, edited, a file missing) is rebuilt, not skipped (`serves` says which inputs match)."""
+    artifact (truncated, edited, a file missing) is rebuilt, not skipped (`serves` says which inputs match).
+    A build published with a missed gate (`--allow-missed-gates`) does not serve a strict request: that one
+    measures again and fails, instead of reporting the lenient build "up to date"."""
     if verify(target):
         return False
-    return serves((read_manifest(target) or {}).get("inputs"), inputs)
+    manifest = read_manifest(target) or {}
+    if strict and (manifest.get("metrics") or {}).get("gates_missed"):
+        return False
+    return serves(manifest.get("inputs"), inputs)
 
 
 def _evaluate(target: BuildTarget, staging: Path, strict: bool, progress: Progress, promise: str,

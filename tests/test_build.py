@@ -88,6 +88,31 @@ def test_up_to_date_build_is_skipped_and_force_rebuilds(built_presets):
     assert not preset.built_dir("optimized").with_name("optimized.partial").exists()
 
 
+def test_a_build_published_with_a_missed_gate_does_not_pass_for_a_strict_one(tiny_qa_dir, monkeypatch):
+    """`--allow-missed-gates` publishes a variant that missed its gate; a later build without it must measure
+    again and fail, not call the lenient build "up to date" (a lenient rebuild still skips it)."""
+    from optimize.evaluate import accuracy
+    from optimize.evaluate.gates import GateFailed
+    from optimize.quantize.recipes import named_recipe
+    from tests.tiny import tiny_preset
+
+    def five_points_under(*_args, **_kwargs) -> dict:
+        return {"validation_f1": 50.0, "reference_validation_f1": 55.0, "validation_forced_f1": 60.0,
+                "reference_validation_forced_f1": 65.0, "validation_agreement_pct": 80.0}
+
+    monkeypatch.setattr(accuracy, "measure", five_points_under)
+    preset, recipe = tiny_preset("qa", tiny_qa_dir, name="tiny-qa-lenient"), named_recipe("qa", "fp32")
+    built = build_onnx(preset, "optimized", recipe=recipe, strict=False)
+    assert read_manifest(built)["metrics"]["gates_missed"]
+    messages = []
+    build_onnx(preset, "optimized", recipe=recipe, strict=False, progress=messages.append)
+    assert messages == [f"{preset.name}/optimized: up to date, skipped"]
+    messages.clear()
+    with pytest.raises(GateFailed):
+        build_onnx(preset, "optimized", recipe=recipe, progress=messages.append)
+    assert not any("up to date" in message for message in messages) and any("exporting" in m for m in messages)
+
+
 def test_onnx_decoder_emits_the_same_greedy_tokens_as_pytorch(tmp_path):
     """models/decoding.py decodes ONNX decoders itself (IO binding, no transformers generate loop):
     on an fp32 build it must produce exactly PyTorch's greedy tokens, through the streamer too,
