@@ -313,3 +313,25 @@ def test_every_qa_contender_is_timed_on_the_thread_that_runs_the_models(built_pr
     model_thread = showdown.on_model_thread(lambda: threading.current_thread().name)
     assert [row.answer for row in rows if row.contender == "where it ran"] == [model_thread] != ["MainThread"]
     assert {row.contender for row in rows} >= {"baseline", "optimized"}
+
+
+def test_optimum_int8_is_exported_again_for_another_baseline(tmp_path, monkeypatch):
+    """The bench's optimum INT8 contender is cached per baseline: a retrained (or another preset's) baseline
+    must not be timed and scored through the previous baseline's export."""
+    import onnx
+
+    from optimize.bench.contenders import optimum_int8_dir
+    from tests.tiny import tiny_qa
+
+    monkeypatch.setenv("SHOWDOWN_ARTIFACTS", str(tmp_path / "artifacts"))
+
+    def exported(baseline) -> list:
+        graph = onnx.load(optimum_int8_dir("qa", baseline) / "model_quantized.onnx").graph
+        return sorted(bytes(tensor.raw_data) for tensor in graph.initializer)
+
+    first, second = tiny_qa(tmp_path / "first", seed=0), tiny_qa(tmp_path / "second", seed=1)
+    from_first = exported(first)
+    done = optimum_int8_dir("qa", first) / "done"
+    written = done.stat().st_mtime_ns
+    assert exported(first) == from_first and done.stat().st_mtime_ns == written  # the same baseline: not exported again
+    assert exported(second) != from_first

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from models import generation
 from models.catalog import artifacts_root
+from models.manifest import source_fingerprint
 from models.runners import cpu_threads, session_options  # the same ORT settings for every contender
 from optimize.bench.tables import LLAMA_CPP_BUILD, LLAMA_CPP_LOOKUP
 
@@ -22,22 +23,28 @@ log = logging.getLogger(__name__)
 
 
 def optimum_int8_dir(task: str, baseline_dir: Path) -> Path:
-    """optimum's default export + avx512_vnni dynamic quantization, built once into the artifacts cache."""
+    """optimum's default export + avx512_vnni dynamic quantization, built once per baseline into the artifacts
+    cache: its `done` holds the baseline's fingerprint, so a retrained or other preset's baseline is exported again."""
+    import shutil
+
     from optimum.onnxruntime import ORTModelForCausalLM, ORTModelForQuestionAnswering, ORTQuantizer
     from optimum.onnxruntime.configuration import AutoQuantizationConfig
 
     target = artifacts_root() / "bench" / f"{task}-optimum-int8"
-    if (target / "done").exists():
-        return target
-    cls = ORTModelForQuestionAnswering if task == "qa" else ORTModelForCausalLM
     exported = target.with_name(target.name + "-fp32")
+    fingerprint = source_fingerprint(baseline_dir)
+    if (target / "done").exists() and (target / "done").read_text().strip() == fingerprint:
+        return target
+    for stale in (target, exported):
+        shutil.rmtree(stale, ignore_errors=True)
+    cls = ORTModelForQuestionAnswering if task == "qa" else ORTModelForCausalLM
     model = cls.from_pretrained(baseline_dir, export=True, **({} if task == "qa" else {"use_cache": True}))
     model.save_pretrained(exported)
     quantizer = ORTQuantizer.from_pretrained(exported)
     quantizer.quantize(save_dir=target, quantization_config=AutoQuantizationConfig.avx512_vnni(is_static=False))
     from transformers import AutoTokenizer
     AutoTokenizer.from_pretrained(baseline_dir).save_pretrained(target)
-    (target / "done").write_text("ok\n")
+    (target / "done").write_text(fingerprint + "\n")
     return target
 
 
