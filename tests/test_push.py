@@ -159,6 +159,26 @@ def test_a_push_checks_every_repo_name_and_the_measures_before_it_uploads(built_
         assert hub.repos == {}
 
 
+def test_a_variant_built_without_the_squad_data_is_not_pushed_as_measured(built_presets, tmp_path):
+    """A QA build where the SQuAD data is absent measured nothing, but its manifest holds a note: push took that for
+    a measure and uploaded it, where the same variant built with --no-eval was held back."""
+    import shutil
+
+    artifacts = tmp_path / "artifacts"
+    shutil.copytree(os.environ["SHOWDOWN_ARTIFACTS"], artifacts)
+    manifest_path = artifacts / built_presets["qa"].name / "optimized" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["inputs"]["gated_on"] = "nothing (SQuAD 2.0 dev data absent)"  # what gate_inputs records without the data
+    manifest["metrics"] = {"note": "SQuAD data not found: accuracy not measured", "promise": "lossy", "summary": ""}
+    manifest_path.write_text(json.dumps(manifest))
+    with FakeHub() as hub:
+        done = hub.run_python(tiny_push_script(built_presets, "'org/demo', Showdown(presets=presets)"), tmp_path,
+                              HF_TOKEN=TOKEN, SHOWDOWN_ARTIFACTS=str(artifacts))
+        said = "qa/optimized not pushed: its accuracy was never measured (nothing (SQuAD 2.0 dev data absent))"
+        assert said in done.stdout, done.stdout + done.stderr[-2000:]
+        assert "org/demo-qa-optimized" not in hub.repos
+
+
 def test_private_makes_existing_repos_private_and_a_partial_in_the_path_keeps_the_weights(built_presets, tmp_path):
     """create_repo(exist_ok=True) leaves a public repo public; and a staging-folder filter on the absolute path took
     every file for a leftover when the artifacts folder's own name had ".partial" in it (the weights were deleted)."""

@@ -205,9 +205,11 @@ def push(prefix: str, showdown: Showdown | None = None, private: bool = False, t
                 log.warning("%s/%s not pushed: %s", task, variant.name, stale)
                 continue
             shown = showdown.accuracy(task, variant.name, path)
-            if not shown and not allow_unmeasured:
-                log.warning("%s/%s not pushed: its accuracy was never measured (built with --no-eval?): build it with "
-                            "accuracy on, or push with --allow-unmeasured", task, variant.name)
+            # a build without the SQuAD data measured nothing either, though its manifest holds a note
+            gated_on = ((read_manifest(path) or {}).get("inputs") or {}).get("gated_on", "")
+            if (not shown or gated_on.startswith("nothing")) and not allow_unmeasured:
+                log.warning("%s/%s not pushed: its accuracy was never measured (%s): build it with accuracy on, or push "
+                            "with --allow-unmeasured", task, variant.name, gated_on or "built with --no-eval?")
                 continue
             target = repo_id(prefix, task, variant.name)
             if (holder := pushed_preset_name(api, target)) not in (None, preset.name):  # the name has no preset in it
