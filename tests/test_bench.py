@@ -87,6 +87,35 @@ def test_rows_carried_twice_keep_where_and_when_they_were_measured(tmp_path):
         "qa rows carried from the run of 2026-01-02 10:00 UTC on AMD EPYC (avx512-vnni)"
 
 
+def test_a_carried_agreement_says_how_many_tokens_it_was_measured_over(tmp_path):
+    """A QA-only quick run (32 new tokens) carries a full run's greedy agreement (64): the line says 64."""
+    import json
+    from dataclasses import asdict
+
+    from optimize.bench.tables import carry_other_tasks
+
+    agreement = {"optimized": {"same_tokens_pct": 75.8, "identical_pct": 50.0, "prompts": 16, "new_tokens": 64}}
+    previous = Bench(machine={}, config={"new_tokens": 64}, results=results(), created="2026-01-01 10:00 UTC",
+                     memory={"agreement": agreement})
+    (tmp_path / "bench.json").write_text(json.dumps(asdict(previous)))
+    now = Bench(machine={}, config={"new_tokens": 32}, results=[r for r in results() if r.workload.startswith("QA")])
+    carry_other_tasks(now, ("qa",), tmp_path / "bench.json")
+    assert "16 held-out prompts × 64 new tokens" in markdown(now), markdown(now)
+
+
+def test_the_app_overhead_rows_sit_in_the_ratio_table_before_the_notes():
+    """Appended after the notes' paragraphs, they rendered as loose text, outside the table of targets."""
+    rows = results()
+    measured = ratios(rows) | {"llama_cpp_ttft_vs_optimized": 1.1, "pruned_optimized_as_shipped_with_lookup": 1.3}
+    bench = Bench(machine={}, config={}, results=rows, ratios=measured,
+                  memory={"app_overhead_p50_ms": 7.1, "gradio_client_floor_p50_ms": 60.0})
+    lines = markdown(bench).splitlines()
+    last_ratio = max(i for i, line in enumerate(lines) if line.startswith("| ") and "x" in line.split("|")[2]
+                     and line.split("|")[1].strip() in measured)
+    assert lines[last_ratio + 1].startswith("| app overhead p50 | 7.1 ms ✅ | ≤ 10 ms |"), lines[last_ratio:]
+    assert lines[last_ratio + 2].startswith("| gradio_client round trip p50"), lines[last_ratio:]
+
+
 def test_optimized_is_compared_with_llama_cpp_on_decode_overall_and_first_token():
     """Issue 12's three ratios read the `optimized` row (the same, unpruned model) and llama.cpp's."""
     rows = results() + [

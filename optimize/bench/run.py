@@ -282,7 +282,8 @@ def greedy_agreement(showdown: Showdown, config: BenchConfig, llama_cpp: Decoder
             total += max(len(produced), len(expected))
             identical += produced == expected
         agreement[name] = {"same_tokens_pct": round(100 * same / max(total, 1), 1),
-                           "identical_pct": round(100 * identical / len(prompts), 1), "prompts": len(prompts)}
+                           "identical_pct": round(100 * identical / len(prompts), 1), "prompts": len(prompts),
+                           "new_tokens": config.new_tokens}  # carried with its rows into a later run's table
     return agreement
 
 

@@ -214,13 +214,6 @@ def markdown(bench: Bench) -> str:
         mark = "" if target is None else (" ✅" if value >= target else " ❌")
         earlier = f" ({EARLIER_TARGETS[name]})" if name in EARLIER_TARGETS else ""
         lines.append(f"| {name} | {value:.2f}x{mark} | {f'≥ {target}x' if target else '(for reference)'}{earlier} |")
-    if any("as_shipped_with_lookup" in name for name in bench.ratios):
-        lines += ["", "The targets compare plain decoding. The general prompt repeats one sentence to reach its length, "
-                      "and prompt lookup copies it, so the `as_shipped_with_lookup` ratios overstate what lookup gives on a "
-                      "chat prompt; lookup is judged on the reading and rewrite prompts."]
-    if "llama_cpp_ttft_vs_optimized" in bench.ratios:
-        lines += ["", "TTFT: the project's ONNX decoders read the chat template's first tokens from a cache made at load "
-                      "(the prompt tokens/s column counts the tokens computed); llama.cpp's cache is cleared before each call."]
     if "app_overhead_p50_ms" in bench.memory:
         value = bench.memory["app_overhead_p50_ms"]
         lines.append(f"| app overhead p50 | {value:.1f} ms{' ✅' if value <= APP_OVERHEAD_TARGET_MS else ' ❌'} "
@@ -231,6 +224,13 @@ def markdown(bench: Bench) -> str:
     if "gradio_client_floor_p50_ms" in bench.memory:
         value = bench.memory["gradio_client_floor_p50_ms"]
         lines.append(f"| gradio_client round trip p50 with no model (/variants) | {value:.1f} ms | (the client's floor) |")
+    if any("as_shipped_with_lookup" in name for name in bench.ratios):
+        lines += ["", "The targets compare plain decoding. The general prompt repeats one sentence to reach its length, "
+                      "and prompt lookup copies it, so the `as_shipped_with_lookup` ratios overstate what lookup gives on a "
+                      "chat prompt; lookup is judged on the reading and rewrite prompts."]
+    if "llama_cpp_ttft_vs_optimized" in bench.ratios:
+        lines += ["", "TTFT: the project's ONNX decoders read the chat template's first tokens from a cache made at load "
+                      "(the prompt tokens/s column counts the tokens computed); llama.cpp's cache is cleared before each call."]
     if bench.memory.get("bandwidth_gbs"):
         mem = bench.memory
         lines += ["", f"Decoding vs the memory roof (target ≥ {ROOF_TARGET_PCT:.0f}%): measured copy bandwidth "
@@ -241,9 +241,10 @@ def markdown(bench: Bench) -> str:
                                   + (", ✅)" if v['pct_of_roof'] >= ROOF_TARGET_PCT else ", ❌)")
                                   for k, v in mem.get("decode", {}).items())]
     if bench.memory.get("agreement"):
-        prompts = next(iter(bench.memory["agreement"].values()))["prompts"]
-        lines += ["", f"Greedy tokens the same as PyTorch fp32's (`baseline`), {prompts} held-out prompts × "
-                      f"{bench.config.get('new_tokens')} new tokens, position by position until the text ends "
+        first = next(iter(bench.memory["agreement"].values()))
+        new_tokens = first.get("new_tokens", bench.config.get("new_tokens"))  # measured by the run it was carried from
+        lines += ["", f"Greedy tokens the same as PyTorch fp32's (`baseline`), {first['prompts']} held-out prompts × "
+                      f"{new_tokens} new tokens, position by position until the text ends "
                       "(free-running: after a first difference the texts part): "
                   + ", ".join(f"{k} {v['same_tokens_pct']:.1f}% (identical texts {v['identical_pct']:.0f}%)"
                               for k, v in bench.memory["agreement"].items())]
