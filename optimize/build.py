@@ -19,7 +19,7 @@ from models.catalog import Preset, Variant
 from models.decoding import DecodingConfig
 from models.errors import VariantUnavailable
 from models.machine import cpu_name
-from models.manifest import atomic_dir, read_manifest, size_bytes, source_fingerprint, verify, write_manifest
+from models.manifest import atomic_dir, read_manifest, sha256, size_bytes, source_fingerprint, verify, write_manifest
 from models.runners import ONNX_FILE, SESSION_FILE, providers
 from models.sources import resolve
 from optimize.evaluate import pruned_promise
@@ -308,7 +308,9 @@ def _build_pruned(target: BuildTarget, force: bool, progress: Progress, evaluate
     from optimize.train import distil_decoder, recover_qa
 
     variant = target.variant
-    target = target.with_inputs(prune=asdict(variant.prune), **gate_inputs(target.preset.task, evaluate, target.preset.reading_questions))
+    data = Path(variant.prune.data) if variant.prune.data else None  # its bytes too: an edited file is new recovery data
+    target = target.with_inputs(prune=asdict(variant.prune), **({"data_sha256": sha256(data)} if data and data.is_file() else {}),
+                                **gate_inputs(target.preset.task, evaluate, target.preset.reading_questions))
     if target.up_to_date(force, progress, strict):
         return target.directory
     with atomic_dir(target.directory) as staging:

@@ -1,5 +1,6 @@
 """The optimize build on tiny models: export → graph optimization → INT8, manifest, resume."""
 import json
+from dataclasses import replace
 
 import numpy as np
 import onnx
@@ -111,6 +112,30 @@ def test_a_build_published_with_a_missed_gate_does_not_pass_for_a_strict_one(tin
     with pytest.raises(GateFailed):
         build_onnx(preset, "optimized", recipe=recipe, progress=messages.append)
     assert not any("up to date" in message for message in messages) and any("exporting" in m for m in messages)
+
+
+@requires_squad()
+def test_a_pruned_model_recovered_on_your_data_is_built_again_when_the_data_changes(tiny_qa_dir, tmp_path):
+    """`build --model … --data FILE` recorded the file's path only: an edited FILE left `pruned` "up to date"."""
+    from models.catalog import PruneSpec, Source, Variant
+    from optimize.build import build_variant
+    from optimize.evaluate import squad
+    from tests.tiny import tiny_preset
+
+    data = tmp_path / "mine.json"
+    data.write_bytes(squad.DEFAULT_SQUAD_PATH.read_bytes())
+    preset = tiny_preset("qa", tiny_qa_dir, name="tiny-qa-your-data")
+    pruned = Variant("pruned", "torch", Source("built"), built_from="baseline",
+                     prune=PruneSpec(recovery_steps=1, data=str(data)))
+    preset = replace(preset, variants=(*preset.variants, pruned))
+    build_variant(preset, "pruned", evaluate=False, progress=lambda _message: None)
+    messages = []
+    build_variant(preset, "pruned", evaluate=False, progress=messages.append)
+    assert messages == [f"{preset.name}/pruned: up to date, skipped"]
+    data.write_text(json.dumps(json.loads(data.read_text()), indent=1))  # the same questions, other bytes: edited
+    messages.clear()
+    build_variant(preset, "pruned", evaluate=False, progress=messages.append)
+    assert any("structured pruning" in message for message in messages), messages
 
 
 def test_onnx_decoder_emits_the_same_greedy_tokens_as_pytorch(tmp_path):
