@@ -24,7 +24,7 @@ from models import generation, qa
 from models.catalog import (REPO_ROOT, VARIANTS, Preset, Task, all_presets, chosen_variants, preset,
                             presets_from_environment)
 from models.errors import InputError, VariantUnavailable
-from models.machine import resident_bytes
+from models.footprint import resident_after_release, warm_runtimes
 from models.recorded import recorded_accuracy
 from models.manifest import built_steps, read_manifest, rejected_recipes, size_bytes, verify
 from models.reports import accuracy_text
@@ -214,7 +214,8 @@ class Showdown:
                 raise VariantUnavailable(f"{variant} is unavailable: {corrupt}")
             path = resolve(p, spec)
             with self._turn():  # model-thread work: never inside another visitor's timed call, nor its memory
-                before = resident_bytes()
+                self.on_model_thread(warm_runtimes, task, path)  # once: not the first variant's memory (footprint.py)
+                before = resident_after_release()
                 try:  # loaded on the model thread: ONNX Runtime's and OpenMP's worker threads are its children
                     runner = self.on_model_thread(load_runner, task, variant, spec.runtime, path)
                     self._warm_up(runner)
@@ -224,7 +225,7 @@ class Showdown:
                     self._load_failed[key] = f"{reason}; {self._fix(task, variant)}"
                     log.warning("%s/%s is unavailable: %s", task, variant, self._load_failed[key], exc_info=not expected)
                     raise VariantUnavailable(f"{variant} is unavailable: {self._load_failed[key]}") from error
-                after = resident_bytes()
+                after = resident_after_release()
             self._load_failed.pop(key, None)
             if before is not None and after is not None:  # weights read, sessions and arenas warmed: its footprint
                 self._memory[key] = max(after - before, 0)

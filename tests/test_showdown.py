@@ -3,6 +3,7 @@ ones are rebuilt; a variant that does not load is unavailable with the reason an
 import dataclasses
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -263,3 +264,30 @@ def test_the_latency_parts_add_up_to_the_total(built_presets):
     result = Showdown(presets=dict(built_presets)).generate("Tell me a story", "optimized", 32)
     parts = result["latency_ms"]
     assert parts["tokenize"] + parts["model"] + parts["post"] <= parts["total"] + 0.5, parts
+
+
+def test_a_variants_memory_does_not_depend_on_what_loaded_before_it(built_presets):
+    """The first variant loaded paid the process's one-time costs (runtimes, thread pools, library code) and later
+    ones reused memory freed before them: the same model read 279 MB loaded first and 92 MB loaded last. In child
+    processes, since those costs are paid once per process."""
+    baselines = {task: str(preset.variant("baseline").source.location) for task, preset in built_presets.items()}
+    script = f"""
+import json, sys
+from pathlib import Path
+from models.showdown import Showdown
+from tests.tiny import tiny_preset
+presets = {{task: tiny_preset(task, Path(path)) for task, path in {baselines!r}.items()}}
+showdown = Showdown(presets=presets)
+order = sys.argv[1].split(",")
+for variant in order:
+    showdown.runner("generation", variant)
+print(json.dumps({{v: showdown.variant_status("generation", v)["memory_bytes"] / 1e6 for v in order}}))
+"""
+    figures = []
+    for order in ("baseline,optimized", "optimized,baseline"):
+        done = subprocess.run([sys.executable, "-c", script, order], cwd=REPO_ROOT, capture_output=True, text=True,
+                              env={**os.environ})
+        assert done.returncode == 0, done.stderr[-2000:]
+        figures.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    for variant in ("baseline", "optimized"):
+        assert abs(figures[0][variant] - figures[1][variant]) < 20, figures  # MB; the first load had paid ~150 more
