@@ -1,8 +1,8 @@
 """A variant's memory footprint: the resident memory its load and warm-up add to the process. Measured
 naively, the first variant loaded also paid the process's one-time costs (the runtimes' imports and
 thread pools, the model library's code) and later ones reused memory freed before them, so the same
-model read 279 MB loaded first and 92 MB loaded last. Those costs are paid once before the first
-measure, and freed memory is handed back before each reading."""
+model read about three times as much loaded first as loaded last (docs/history.md, 2026-12-07). Those
+costs are paid once before the first measure, and freed memory is handed back before each reading."""
 from __future__ import annotations
 
 import ctypes

@@ -70,7 +70,11 @@ class BuildTarget:
         return replace(self, inputs=json.loads(json.dumps(recorded)))
 
     def up_to_date(self, force: bool, progress: Progress, strict: bool = True) -> bool:
-        if force or not up_to_date(self.directory, self.inputs, strict):
+        """Built from the same inputs, every file still as the manifest recorded it (a corrupt artifact: truncated,
+        edited, a file missing, is rebuilt), and, for a strict build, with no gate missed: a build published with
+        `--allow-missed-gates` does not pass for a strict one, which measures again and fails."""
+        manifest = {} if force or verify(self.directory) else read_manifest(self.directory) or {}
+        if (strict and (manifest.get("metrics") or {}).get("gates_missed")) or not serves(manifest.get("inputs"), self.inputs):
             return False
         progress(f"{self.name}: up to date, skipped")
         return True
@@ -371,19 +375,6 @@ def build_preset(preset: Preset, force: bool = False, progress: Progress = log.i
             log.warning("%s/%s not built", preset.name, variant.name, exc_info=not said)  # a trace only for a fault of ours
             progress(f"{preset.name}/{variant.name}: {outcome[variant.name]}")
     return outcome
-
-
-def up_to_date(target: Path, inputs: dict, strict: bool = True) -> bool:
-    """Built from the same inputs, and every file still as the manifest recorded it: a corrupt
-    artifact (truncated, edited, a file missing) is rebuilt, not skipped (`serves` says which inputs match).
-    A build published with a missed gate (`--allow-missed-gates`) does not serve a strict request: that one
-    measures again and fails, instead of reporting the lenient build "up to date"."""
-    if verify(target):
-        return False
-    manifest = read_manifest(target) or {}
-    if strict and (manifest.get("metrics") or {}).get("gates_missed"):
-        return False
-    return serves(manifest.get("inputs"), inputs)
 
 
 def _evaluate(target: BuildTarget, staging: Path, strict: bool, progress: Progress, promise: str,
