@@ -24,7 +24,7 @@ USAGE = """usage: python app.py   (no options; settings are environment variable
   SHOWDOWN_QA_PRESET, SHOWDOWN_GENERATION_PRESET   a model built here with `python -m optimize build --model`
   SHOWDOWN_HUB_PREFIX=ORG/NAME serve the variants `python -m optimize push` uploaded there
   SHOWDOWN_DEVICE=auto         auto, cpu or cuda          SHOWDOWN_PROMPT_LOOKUP   1 / 0: for every ONNX decoder / none
-  SHOWDOWN_THREADS=<cores>     threads per model          SHOWDOWN_ARTIFACTS=artifacts   where variants are built
+  SHOWDOWN_THREADS=<usable CPUs> threads per model        SHOWDOWN_ARTIFACTS=artifacts   where variants are built
   SHOWDOWN_SERVING_NICE=10     SHOWDOWN_SWITCH_INTERVAL=0.0002   the web server's priority and GIL switch interval
   SHOWDOWN_SCORE_MAX_ROWS=250  SHOWDOWN_SCORE_MAX_BYTES=2000000  SHOWDOWN_SCORE_MAX_CONTEXT_CHARS=20000   "Your data"
   SHOWDOWN_SHARED_DATA=../shared/data   the SQuAD data the builds' gates read (absent: QA served as not measured)

@@ -59,7 +59,26 @@ def server_port() -> int:
 
 
 def cpu_threads() -> int:
-    return number("SHOWDOWN_THREADS", os.cpu_count() or 1, int, minimum=1)
+    """SHOWDOWN_THREADS, by default the CPUs this process may use (`usable_cpus`)."""
+    return number("SHOWDOWN_THREADS", usable_cpus(), int, minimum=1)
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity (a cpuset, `taskset`), at most a cgroup's CPU quota (a container's
+    or a Space's `--cpus`). os.cpu_count() counts the host's, and more threads than cores slowed every model down."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        count = os.cpu_count() or 1
+    for quota_file, period_file in (("cpu.max", None), ("cpu/cpu.cfs_quota_us", "cpu/cpu.cfs_period_us")):  # v2, v1
+        try:
+            quota, *period = Path("/sys/fs/cgroup", quota_file).read_text().split()
+            period = period or Path("/sys/fs/cgroup", period_file).read_text().split()
+            if quota not in ("max", "-1"):
+                return max(1, min(count, int(quota) // int(period[0])))
+        except (OSError, ValueError, IndexError, TypeError):
+            continue
+    return count
 
 
 def prompt_lookup() -> bool | None:

@@ -1,5 +1,9 @@
 """Environment settings (models/settings.py): any case, the usual spellings of on and off, and a value a setting does
 not take is a ConfigError naming it, never silently the default."""
+import os
+import subprocess
+import sys
+
 import pytest
 
 from models import runners
@@ -44,3 +48,14 @@ def test_a_shared_data_folder_without_the_data_stops_a_start_but_never_an_import
     assert settings.shared_data(check=False) == tmp_path
     (tmp_path / "squad-v2-dev").mkdir()
     assert settings.shared_data() == tmp_path
+
+
+def test_the_default_thread_count_is_the_cpus_this_process_may_use():
+    """os.cpu_count() counts the host's CPUs: in a cpuset (taskset, a container) the models started more threads than
+    they had cores, and ran about 1.5x slower than on one thread. In a child pinned to one CPU."""
+    from models.catalog import REPO_ROOT
+
+    code = "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); from models import runners; print(runners.cpu_threads())"
+    env = {key: value for key, value in os.environ.items() if key != "SHOWDOWN_THREADS"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.strip() == "1"
