@@ -71,6 +71,7 @@ class Showdown:
     _failed: dict[tuple[str, str], str] = field(default_factory=dict)  # builds that failed
     _load_failed: dict[tuple[str, str], str] = field(default_factory=dict)  # loads that failed, with the fix
     _memory: dict[tuple[str, str], int] = field(default_factory=dict)  # resident bytes each load added, measured
+    _loaded_from: dict[tuple[str, str], int | None] = field(default_factory=dict)  # its manifest's mtime when loaded
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _run_lock: threading.Lock = field(default_factory=threading.Lock)
     _model_thread: ThreadPoolExecutor = field(  # one long-lived thread runs every model: see answer()
@@ -204,7 +205,10 @@ class Showdown:
         key = self._key(task, variant)
         with self._lock:
             if key in self._runners:
-                return self._runners[key]
+                if self._manifest_stamp(task, variant) == self._loaded_from.get(key):
+                    return self._runners[key]
+                log.info("%s/%s was rebuilt by another process: loading its new files", task, variant)
+                self.mark_built(task, variant)  # not the old model under the new build's figures
             if key in self._building:
                 raise VariantUnavailable(f"{variant} is still building: {self._building[key]}")
             p = self.preset(task)
@@ -230,7 +234,17 @@ class Showdown:
             if before is not None and after is not None:  # weights read, sessions and arenas warmed: its footprint
                 self._memory[key] = max(after - before, 0)
             self._runners[key] = runner
+            self._loaded_from[key] = self._manifest_stamp(task, variant)
             return runner
+
+    def _manifest_stamp(self, task: Task, variant: str) -> int | None:
+        """When a built variant's manifest was written (a rebuild rewrites it); None for weights that are not built."""
+        if self.preset(task).variant(variant).source.kind != "built":
+            return None
+        try:
+            return (self.preset(task).built_dir(variant) / "manifest.json").stat().st_mtime_ns
+        except OSError:
+            return None
 
     def on_model_thread(self, call: Callable[..., T], *args, **kwargs) -> T:
         """`call` run on the thread that runs every model, as the app runs them: a timing harness (report, bench)
@@ -377,7 +391,7 @@ class Showdown:
     def mark_built(self, task: Task, variant: str) -> None:
         """A rebuilt variant is served from its new files: forget its runner and earlier faults."""
         with self._lock:
-            for state in (self._runners, self._failed, self._load_failed, self._memory):
+            for state in (self._runners, self._failed, self._load_failed, self._memory, self._loaded_from):
                 state.pop(self._key(task, variant), None)
 
     def mark_build_done(self, task: Task, variant: str) -> None:

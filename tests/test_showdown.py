@@ -291,3 +291,18 @@ print(json.dumps({{v: showdown.variant_status("generation", v)["memory_bytes"] /
         figures.append(json.loads(done.stdout.strip().splitlines()[-1]))
     for variant in ("baseline", "optimized"):
         assert abs(figures[0][variant] - figures[1][variant]) < 20, figures  # MB; the first load had paid ~150 more
+
+
+def test_a_variant_rebuilt_by_another_process_is_served_from_its_new_files(tiny_qa_dir):
+    """`python -m optimize build --force` in another terminal rewrote the variant while the app kept answering with
+    the model it had loaded, under the new build's size and accuracy."""
+    from optimize.build import build_onnx
+
+    preset = tiny_preset("qa", tiny_qa_dir, name="tiny-qa-rebuilt-elsewhere")
+    build_onnx(preset, "optimized", evaluate=False, progress=lambda _message: None)
+    showdown = Showdown(presets={"qa": preset})
+    first = showdown.runner("qa", "optimized")
+    assert showdown.runner("qa", "optimized") is first  # loaded once while its files stay as they are
+    build_onnx(preset, "optimized", evaluate=False, force=True, progress=lambda _message: None)  # no mark_built: elsewhere
+    assert showdown.runner("qa", "optimized") is not first
+    assert showdown.compare("Pigs built houses.", "Who built houses?", ["optimized"], False)["optimized"]["answer"]
