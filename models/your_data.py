@@ -160,25 +160,28 @@ def _csv(text: str) -> list[Item]:
         delimiter = csv.Sniffer().sniff(text[:4096], delimiters=",;\t").delimiter
     except csv.Error:
         delimiter = ","
-    reader = csv.DictReader(io.StringIO(text, newline=None), delimiter=delimiter)  # also CR-only line ends
+    reader = csv.reader(io.StringIO(text, newline=None), delimiter=delimiter)  # also CR-only line ends
     try:
-        columns = {(c or "").strip().lower() for c in reader.fieldnames or []}
+        header = [(c or "").strip().lower() for c in next(reader, [])]
     except csv.Error as error:  # e.g. a header field over the csv module's size limit
         raise InputError(f"The CSV's header could not be read: {error}.") from None
+    columns = set(header)
     if not {"context", "question"} <= columns or not columns & {"answer", "answers"}:
         raise InputError("The CSV needs the columns context, question and answer (or answers); it has: "
                          + (", ".join(sorted(c for c in columns if c)) or "no header") + ".")
     items = []
-    try:
-        for number, record in enumerate(reader, 2):  # the header is line 1
-            if None in record:
+    try:  # rows numbered as a spreadsheet shows them: the header is row 1, a blank line is a row, a quoted cell's
+        for number, fields in enumerate(reader, 2):  # line breaks are not
+            if not fields:
+                continue
+            if len(fields) > len(header):
                 raise InputError(f"Row {number} has more fields than the header (an unquoted comma?).")
-            if None in record.values():
+            if len(fields) < len(header):
                 raise InputError(f"Row {number} has fewer fields than the header (for \"no answer\", keep the answer "
                                  "field empty: end the row with a comma).")
-            items.append(_record({(k or "").strip().lower(): v for k, v in record.items()}, number, "Row"))
+            items.append(_record(dict(zip(header, fields)), number, "Row"))
     except csv.Error as error:
-        raise InputError(f"The CSV could not be read near row {reader.line_num}: {error}.") from None
+        raise InputError(f"The CSV could not be read near line {reader.line_num}: {error}.") from None
     return items
 
 

@@ -40,6 +40,9 @@ def test_squad_json_csv_and_jsonl_give_the_same_questions():
     ("noq.csv", b"context,question,answer\nc,q,a\nc,,a\n", "Row 3: the question is empty"),
     ("wide.csv", b"context,question,answer\nc,q,a,extra\n", "Row 2 has more fields than the header"),
     ("short.csv", b"context,question,answer\nc,q,a\nc,q\n", "Row 3 has fewer fields than the header"),
+    # rows as a spreadsheet numbers them: a blank line is a row (it was not counted), a quoted line break is not
+    ("gap.csv", b"context,question,answer\nc,q,a\n\nc,,a\n", "Row 4: the question is empty"),
+    ("cell.csv", b'context,question,answer\n"one\ntwo",q,a\nc,q,a,extra\n', "Row 3 has more fields than the header"),
     ("notes.pdf", b"%PDF-1.4", "not a format this Space reads"),
     ("count.json", b'{"data": [{"paragraphs": 3}]}', '"paragraphs" must be a list; it is int'),
     ("nullqas.json", b'{"data": [{"paragraphs": [{"context": "c", "qas": null}]}]}', '"qas" must be a list; it is NoneType'),
