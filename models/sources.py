@@ -69,13 +69,25 @@ def resolve(preset, variant) -> Path:
     return path
 
 
+# Other frameworks' copies of the same weights, which a repo such as gpt2 carries beside its PyTorch ones (GBs that
+# nothing here reads, and that the variant's size on disk counted): not downloaded, nor pickled `.bin` weights where
+# the repo has safetensors.
+OTHER_COPIES = ("*.h5", "*.msgpack", "*.ot", "*.tflite", "*.mlmodel", "*.gguf", "coreml/*", "onnx/*", "tf_model*",
+                "flax_model*")
+
+
 def hub_snapshot(repo_id: str, revision: str | None = None, subfolder: str = "") -> Path:
-    """Download (or reuse the cached copy of) a Hub repo; honours HF_ENDPOINT and HF_HUB_OFFLINE."""
+    """Download (or reuse the cached copy of) a Hub repo's files this project reads; honours HF_ENDPOINT and
+    HF_HUB_OFFLINE. `subfolder`: the weights sit there (its files are never left out)."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
+    skipped = [pattern for pattern in OTHER_COPIES if not (subfolder and pattern.startswith(subfolder + "/"))]
     try:
-        path = Path(snapshot_download(repo_id, revision=revision))
+        path = Path(snapshot_download(repo_id, revision=revision, ignore_patterns=[*skipped, "*.bin"]))
+        weights = path / subfolder if subfolder else path
+        if not any(weights.glob("*.safetensors")) and not any(weights.glob("*.onnx")):  # PyTorch's pickled weights only
+            path = Path(snapshot_download(repo_id, revision=revision, ignore_patterns=skipped))
     except (HfHubHTTPError, LocalEntryNotFoundError, OSError) as error:
         raise VariantUnavailable(f"Could not fetch '{repo_id}' from the Hub ({type(error).__name__}): "
                                  "this preset needs the Hub or a cached copy.") from error

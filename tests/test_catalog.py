@@ -57,6 +57,43 @@ def test_hub_preset_downloads_through_huggingface_hub_and_answers(tiny_qa_dir, t
                for r in hub.requests)
 
 
+def test_a_hub_repo_is_fetched_without_other_frameworks_copies_of_its_weights(tiny_qa_dir, tmp_path):
+    """A repo such as gpt2 carries its weights for TensorFlow, Flax, Rust, ONNX and as pickles beside safetensors:
+    every copy was downloaded (GBs) and counted in the variant's size. A repo with pickled weights only still loads."""
+    import shutil
+
+    from transformers import AutoModelForQuestionAnswering
+
+    many = tmp_path / "many"
+    shutil.copytree(tiny_qa_dir, many)
+    for copy in ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack", "rust_model.ot", "onnx/model.onnx"):
+        (many / copy).parent.mkdir(exist_ok=True)
+        (many / copy).write_bytes(b"another copy of the weights")
+    pickled = tmp_path / "pickled"
+    AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir).save_pretrained(pickled, safe_serialization=False)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        if (tiny_qa_dir / name).exists():
+            shutil.copy(tiny_qa_dir / name, pickled / name)
+    with FakeHub() as hub:
+        hub.add_folder("someone/many-copies", many)
+        hub.add_folder("someone/pickled", pickled)
+        code = (
+            "from models.sources import hub_snapshot\nfrom models.manifest import size_bytes\n"
+            "from models.runners import load_runner\nfrom models import qa\n"
+            "for repo in ('someone/many-copies', 'someone/pickled'):\n"
+            "    path = hub_snapshot(repo)\n"
+            "    answer = qa.answer(load_runner('qa', 'baseline', 'torch', path), 'Who?', 'The second pig worked.')\n"
+            "    print('FILES', repo, sorted(p.name for p in path.rglob('*') if p.is_file()), size_bytes(path))\n"
+        )
+        done = run_with_hub(code, hub.url, tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    files = {line.split()[1]: line for line in done.stdout.splitlines() if line.startswith("FILES")}
+    assert "model.safetensors" in files["someone/many-copies"], done.stdout
+    for copy in ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack", "rust_model.ot", "'model.onnx'"):
+        assert copy not in files["someone/many-copies"], done.stdout
+    assert "pytorch_model.bin" in files["someone/pickled"], done.stdout
+
+
 def test_local_source_loads_into_both_runtimes(built_presets, tiny_qa_dir):
     p = built_presets["qa"]
     for variant in ("baseline", "optimized"):
