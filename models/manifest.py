@@ -249,3 +249,15 @@ def source_fingerprint(directory: Path) -> str:
             digest.update(path.read_bytes())
         _fingerprints[key] = digest.hexdigest()
     return _fingerprints[key]
+
+
+def stale_source(path: Path, source: Path | None = None) -> str | None:
+    """Why a built variant is no longer what its source makes (its metrics were measured against the old source), or
+    None: a retrained baseline leaves `optimized` loadable and "ready"; push would publish old numbers, the app serve
+    them (its first start rebuilds it).
+    `source`: where the source variant is now (the path its build recorded is gone once the checkout moves)."""
+    inputs = (read_manifest(path) or {}).get("inputs", {})
+    source = Path(source or inputs.get("source", ""))
+    if inputs.get("source_sha256") and source.is_dir() and source_fingerprint(source) != inputs["source_sha256"]:
+        return f"its source {source} changed since it was built"
+    return None

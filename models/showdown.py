@@ -26,7 +26,7 @@ from models.catalog import (REPO_ROOT, VARIANTS, Preset, Task, all_presets, chos
 from models.errors import InputError, VariantUnavailable
 from models.footprint import resident_after_release, warm_runtimes
 from models.recorded import recorded_accuracy
-from models.manifest import built_steps, read_manifest, rejected_recipes, size_bytes, verify
+from models.manifest import built_steps, read_manifest, rejected_recipes, size_bytes, stale_source, verify
 from models.reports import accuracy_text
 from models.runners import Runner, load_runner
 from models.sources import resolve
@@ -144,6 +144,16 @@ class Showdown:
         """Present and matching its manifest: a corrupt variant counts as missing (it is rebuilt)."""
         path = self._locate(task, variant)
         return path is not None and not verify(path)
+
+    def _stale(self, task: Task, variant: str) -> str | None:
+        """Why a built variant no longer matches its source (a retrained baseline), or None: served, it would answer
+        as the old source's variant under the numbers measured against it."""
+        spec = self.preset(task).variant(variant)
+        source = self._locate(task, spec.built_from) if spec.source.kind == "built" and spec.built_from else None
+        if source is None or not (stale := stale_source(self.preset(task).built_dir(variant), source)):
+            return None
+        log.info("%s/%s is rebuilt: %s", task, variant, stale)
+        return stale
 
     def _built(self, task: Task, variant: str, path: Path) -> str:
         """The steps that were built (the manifest's, with the rejected recipes), else the catalog's."""
@@ -367,7 +377,7 @@ class Showdown:
         todo: list[tuple[Task, str]] = []
         for task, p in self.presets.items():
             for spec in p.variants:
-                if self._servable(task, spec.name):
+                if self._servable(task, spec.name) and not self._stale(task, spec.name):
                     continue
                 if spec.source.kind == "package" or (spec.source.kind == "hub" and p.fetch_on_start):
                     todo.append((task, spec.name))

@@ -85,8 +85,7 @@ def test_a_variant_whose_source_changed_since_its_build_is_not_pushed(built_pres
     against another model."""
     import shutil
 
-    from models.manifest import read_manifest, write_manifest
-    from optimize.publish.push import stale_source
+    from models.manifest import read_manifest, stale_source, write_manifest
 
     built = built_presets["qa"].built_dir("optimized")
     assert stale_source(built) is None  # as built

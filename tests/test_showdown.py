@@ -306,3 +306,22 @@ def test_a_variant_rebuilt_by_another_process_is_served_from_its_new_files(tiny_
     build_onnx(preset, "optimized", evaluate=False, force=True, progress=lambda _message: None)  # no mark_built: elsewhere
     assert showdown.runner("qa", "optimized") is not first
     assert showdown.compare("Pigs built houses.", "Who built houses?", ["optimized"], False)["optimized"]["answer"]
+
+
+def test_a_variant_built_from_a_baseline_since_retrained_is_built_again_at_start(tiny_qa_dir, tmp_path):
+    """A retrained baseline (a pulled commit) left the old `optimized` "ready": the app served it, answering as the
+    old baseline's variant under numbers measured against it. The first start's builder now rebuilds it."""
+    from optimize.build import build_onnx
+    from tests.tiny import tiny_qa
+
+    baseline = tmp_path / "baseline"
+    shutil.copytree(tiny_qa_dir, baseline)
+    preset = tiny_preset("qa", baseline, name="tiny-qa-retrained")
+    build_onnx(preset, "optimized", evaluate=False, progress=lambda _message: None)
+    showdown = Showdown(presets={"qa": preset})
+    assert ("qa", "optimized") not in showdown.missing_builds()
+    retrained = tiny_qa(tmp_path / "retrained", seed=1)
+    shutil.copy(retrained / "model.safetensors", baseline / "model.safetensors")
+    assert ("qa", "optimized") in showdown.missing_builds()
+    build_missing(showdown, progress=lambda _message: None, evaluate=False)
+    assert ("qa", "optimized") not in showdown.missing_builds()

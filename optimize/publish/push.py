@@ -16,7 +16,7 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, Mo
 from models.catalog import Preset, Variant
 from models.catalog import pushed_repo as repo_id
 from models.errors import InputError
-from models.manifest import read_manifest
+from models.manifest import read_manifest, stale_source
 from models.reports import REPORTS_DIR, Report
 from models.runners import session_settings
 from models.showdown import Showdown
@@ -159,19 +159,6 @@ def published_manifest(path: Path) -> dict:
     return manifest
 
 
-def stale_source(path: Path, source: Path | None = None) -> str | None:
-    """Why a built variant is no longer what its source makes (its metrics were measured against the old source), or
-    None: a retrained baseline leaves `optimized` loadable and "ready", and pushing it would publish old numbers.
-    `source`: where the source variant is now (the path its build recorded is gone once the checkout moves)."""
-    from models.manifest import source_fingerprint
-
-    inputs = (read_manifest(path) or {}).get("inputs", {})
-    source = Path(source or inputs.get("source", ""))
-    if inputs.get("source_sha256") and source.is_dir() and source_fingerprint(source) != inputs["source_sha256"]:
-        return f"its source {source} changed since it was built: rebuild it (python -m optimize build) and push again"
-    return None
-
-
 def push(prefix: str, showdown: Showdown | None = None, private: bool = False, token: str | None = None,
          allow_unmeasured: bool = False) -> list[str]:
     """Upload every ready variant of the app's presets (never the Hub's own, SHOWDOWN_HUB_PREFIX); returns the repo
@@ -202,7 +189,8 @@ def push(prefix: str, showdown: Showdown | None = None, private: bool = False, t
             path = Path(status["folder"])
             source = showdown.variant_status(task, variant.built_from).get("folder") if variant.built_from else None
             if stale := stale_source(path, Path(source) if source else None):
-                log.warning("%s/%s not pushed: %s", task, variant.name, stale)
+                log.warning("%s/%s not pushed: %s: rebuild it (python -m optimize build) and push again", task,
+                            variant.name, stale)
                 continue
             shown = showdown.accuracy(task, variant.name, path)
             # a build without the SQuAD data measured nothing either, though its manifest holds a note
