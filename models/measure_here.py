@@ -42,8 +42,10 @@ def quick_bench(progress: Callable[[str], None]) -> str:
     with tempfile.TemporaryDirectory(prefix="showdown-bench-") as output:
         command = [sys.executable, "-m", "optimize", "bench", "--quick", "--no-app", "--output", output,
                    "--parent-pid", str(os.getpid())]
-        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        timer = threading.Timer(TIMEOUT_S, process.kill)
+        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   errors="replace")  # a stray byte in its output is no reason to stop reading it
+        timed_out = threading.Event()
+        timer = threading.Timer(TIMEOUT_S, lambda: (timed_out.set(), process.kill()))
         timer.start()
         tail: list[str] = []
         try:
@@ -53,8 +55,13 @@ def quick_bench(progress: Callable[[str], None]) -> str:
                     if shown := step(line):
                         progress(shown)
             code = process.wait()
-        finally:
+        finally:  # whatever stopped the reading, no bench is left running beside the next one
             timer.cancel()
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        if timed_out.is_set():
+            raise RuntimeError(f"the bench took longer than {TIMEOUT_S / 60:.0f} minutes and was stopped")
         if code != 0:
             raise RuntimeError(stopped(code, tail))
         return f"{bench_markdown(Path(output))}\n{QUICK_NOTE}\n"

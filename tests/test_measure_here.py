@@ -94,6 +94,29 @@ def test_the_bench_s_progress_is_its_own_steps_and_a_stop_says_how_it_ended():
     assert stopped(2, ["error: --output …"]) == "the bench stopped (exit status 2); its last lines: error: --output …"
 
 
+def test_a_bench_that_runs_too_long_is_said_to_and_leaves_no_process(monkeypatch):
+    """A bench stopped at the time limit read "killed by signal 9"; and a bench whose output could not be read was
+    left running beside the next one."""
+    from models import measure_here
+
+    started = []
+    real_popen = measure_here.subprocess.Popen
+    monkeypatch.setattr(measure_here, "TIMEOUT_S", 0.5)
+    monkeypatch.setattr(measure_here.subprocess, "Popen", lambda *args, **kwargs: started.append(real_popen(*args, **kwargs)) or started[-1])
+    with pytest.raises(RuntimeError, match="the bench took longer than"):
+        measure_here.quick_bench(lambda _step: None)
+    assert started and started[0].poll() is not None
+
+    def unreadable(_progress):
+        raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+    started.clear()
+    monkeypatch.setattr(measure_here, "TIMEOUT_S", 60)
+    monkeypatch.setattr(measure_here, "step", unreadable)  # a failure while its output is read
+    with pytest.raises(UnicodeDecodeError):
+        measure_here.quick_bench(lambda _step: None)
+    assert started and started[0].poll() is not None
+
+
 def test_a_bench_started_for_the_app_stops_when_the_app_does(tmp_path):
     """`--parent-pid`: the bench the app starts ends with the app (it had run on under PID 1 for minutes)."""
     import subprocess
