@@ -261,3 +261,12 @@ def stale_source(path: Path, source: Path | None = None) -> str | None:
     if inputs.get("source_sha256") and source.is_dir() and source_fingerprint(source) != inputs["source_sha256"]:
         return f"its source {source} changed since it was built"
     return None
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """A process stopped mid-write leaves the old file or the new one, never half of one (a truncated committed
+    record had failed every later build, a truncated bench.json every later single-task bench)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}")
+    partial.write_text(text)
+    partial.replace(path)

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from models.catalog import REPO_ROOT, VARIANT_COLORS
-from models.manifest import rejected_recipes
+from models.manifest import rejected_recipes, write_atomically
 
 REPORTS_DIR = REPO_ROOT / "reports"
 
@@ -159,8 +159,8 @@ class Report:
         drawn = directory / f"{self.task}-partial.png"
         if table:
             self.plot(drawn)
-        stem.with_suffix(".json").write_text(json.dumps(asdict(self), indent=2) + "\n")
-        stem.with_suffix(".md").write_text(self.markdown())
+        write_atomically(stem.with_suffix(".json"), json.dumps(asdict(self), indent=2) + "\n")
+        write_atomically(stem.with_suffix(".md"), self.markdown())
         if table:
             with open(stem.with_suffix(".csv"), "w", newline="") as handle:
                 writer = csv.DictWriter(handle, fieldnames=list(table[0]))
@@ -302,8 +302,8 @@ def pruning_markdown(directory: Path = REPORTS_DIR) -> str:
 def save_rows(name: str, title: str, rows: list[dict], directory: Path = REPORTS_DIR) -> None:
     """A small measured table (the pruning sweeps) as reports/<name>.json and .md."""
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / f"{name}.json").write_text(json.dumps(rows, indent=2) + "\n")
+    write_atomically(directory / f"{name}.json", json.dumps(rows, indent=2) + "\n")
     header = list(rows[0])
     lines = [f"# {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(r[h]) for h in header) + " |" for r in rows]
-    (directory / f"{name}.md").write_text("\n".join(lines) + "\n")
+    write_atomically(directory / f"{name}.md", "\n".join(lines) + "\n")

@@ -29,6 +29,7 @@ import torch
 
 from models import generation, qa
 from models.errors import VariantUnavailable
+from models.manifest import write_atomically
 from models.reports import REPORTS_DIR
 from models.runners import Runner, cpu_threads, load_runner  # the same ORT settings for every contender
 from models.showdown import Showdown
@@ -385,7 +386,7 @@ def _written(bench: Bench, output: Path) -> Bench:
     bench.ratios = ratios(bench.results)
     bench.memory["compared"] = compared(bench.results)
     output.mkdir(parents=True, exist_ok=True)
-    (output / "bench.json").write_text(json.dumps(asdict(bench), indent=2) + "\n")
-    (output / "bench.md").write_text(markdown(bench))
+    write_atomically(output / "bench.json", json.dumps(asdict(bench), indent=2) + "\n")  # a later run carries from it
+    write_atomically(output / "bench.md", markdown(bench))
     print(markdown(bench))
     return bench

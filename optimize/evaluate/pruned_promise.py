@@ -9,13 +9,14 @@ import json
 
 from models.catalog import Preset
 from models.machine import measured_stamp
+from models.manifest import write_atomically
 from models.recorded import PROMISE_RECORD, promise_fingerprints, promise_record
 from models.runners import load_runner
 from models.sources import resolve
 from optimize.evaluate import squad
 from optimize.evaluate.accuracy import qa_accuracy, qa_against, qa_reference_kind, threshold_split
 from optimize.evaluate.gates import failures, promise_line
-from optimize.evaluate.records import reference_cache, reference_origin, write_atomically
+from optimize.evaluate.records import reference_cache, reference_origin
 from optimize.evaluate.squad_metrics import HeldOut
 
 

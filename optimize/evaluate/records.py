@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 from models import settings
 from models.catalog import PRESETS, artifacts_root
 from models.machine import measured_stamp
-from models.manifest import locked, source_fingerprint
+from models.manifest import locked, source_fingerprint, write_atomically
 from models.runners import prompt_lookup
 
 
@@ -128,11 +127,3 @@ def _reference_paths(source: Path, kind: str) -> list[Path]:
     if records_off():  # `optimize verify`: measured here, kept apart from the records
         return [artifacts_root() / "verify-cache" / name]
     return [artifacts_root() / "reference-cache" / name, REFERENCE_RECORD / name]
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """A build stopped mid-write leaves the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f"{path.name}.{os.getpid()}")
-    partial.write_text(text)
-    partial.replace(path)

@@ -16,6 +16,7 @@ from datetime import date
 from pathlib import Path
 
 from models.machine import isa
+from models.manifest import write_atomically
 from optimize.evaluate.records import record_path
 
 RECORD = Path(__file__).with_name("ladder_record.json")
@@ -55,8 +56,7 @@ def record(preset_name: str, variant_name: str, source_sha256: str, rejected: li
     entries[_key(preset_name, variant_name)] = {"source_sha256": source_sha256, "measured": f"{date.today()}, {cpu} ({isa()})",
                                                 **({"gated_on": gated_on} if gated_on else {}),
                                                 "rejected": [r for r in rejected if "recorded" not in r]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
+    write_atomically(path, json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
 
 
 def add(preset_name: str, variant_name: str, source_sha256: str, rejected: list[dict], cpu: str,
@@ -73,7 +73,7 @@ def add(preset_name: str, variant_name: str, source_sha256: str, rejected: list[
     new = {canonical(r["recipe"]): {**r, "measured": f"{date.today()}, {cpu} ({isa()})"} for r in rejected if "recorded" not in r}
     kept = [r for r in entry["rejected"] if canonical(r["recipe"]) not in new]
     entries[_key(preset_name, variant_name)] = {**entry, "rejected": kept + list(new.values())}
-    path.write_text(json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
+    write_atomically(path, json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
 
 
 ADDED_FIELDS = {"minimum_bits": 32, "fold_minimums": False}  # recipe fields added after records were written: at their default, left out
