@@ -268,5 +268,8 @@ def write_atomically(path: Path, text: str) -> None:
     record had failed every later build, a truncated bench.json every later single-task bench)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f"{path.name}.{os.getpid()}")
-    partial.write_text(text)
-    partial.replace(path)
+    try:
+        partial.write_text(text)
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)

@@ -166,3 +166,24 @@ def test_build_model_says_what_a_folder_lacks_before_it_writes_the_catalog(tmp_p
         add_preset("/models/two/tiny", "qa")
     assert add_preset("/models/two/tiny", "qa", replace=True).name == "tiny"
     assert add_preset("/models/two/tiny", "qa").name == "tiny"  # the same model again: no question
+
+
+def test_a_write_that_fails_halfway_leaves_the_old_file_whole(tmp_path, monkeypatch):
+    """Reports, bench.json and the committed records: a full disk (or a stop) mid-write had left half a file, which
+    every later build or single-task bench then failed to read."""
+    from pathlib import Path
+
+    from models.manifest import write_atomically
+
+    record = tmp_path / "bench.json"
+    write_atomically(record, '{"runs": 1}\n')
+    real_write = Path.write_text
+
+    def disk_full(self, text, *args, **kwargs):
+        real_write(self, text[: len(text) // 2], *args, **kwargs)
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(Path, "write_text", disk_full)
+    with pytest.raises(OSError):
+        write_atomically(record, '{"runs": 2, "rows": []}\n')
+    monkeypatch.undo()
+    assert record.read_text() == '{"runs": 1}\n' and [p.name for p in tmp_path.iterdir()] == ["bench.json"]
