@@ -364,3 +364,24 @@ def test_optimum_int8_is_exported_again_for_another_baseline(tmp_path, monkeypat
     written = done.stat().st_mtime_ns
     assert exported(first) == from_first and done.stat().st_mtime_ns == written  # the same baseline: not exported again
     assert exported(second) != from_first
+
+
+def test_a_bench_stopped_with_sigterm_stops_the_app_server_it_started(tmp_path):
+    """A SIGTERM had ended the bench without its `finally` blocks: the `python app.py` it times ran on, orphaned."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from models.catalog import REPO_ROOT
+
+    script = ("from optimize.commands.bench import exit_on_sigterm\nfrom optimize.bench.app_timing import app_process\n"
+              "import time\nexit_on_sigterm()\nwith app_process() as (url, server):\n"
+              "    print(server.pid, flush=True)\n    time.sleep(600)\n")
+    bench = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "SHOWDOWN_ARTIFACTS": str(tmp_path)})
+    server_pid = int(bench.stdout.readline())
+    bench.send_signal(signal.SIGTERM)
+    assert bench.wait(timeout=60) == 128 + signal.SIGTERM
+    with pytest.raises(ProcessLookupError):
+        os.kill(server_pid, 0)  # gone, and reaped by the bench that started it

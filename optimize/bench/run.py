@@ -336,8 +336,8 @@ def run(config: BenchConfig = BenchConfig(), tasks: tuple[str, ...] = ("qa", "ge
         bench.results += bench_qa(showdown, config, outside)
         accuracy = {v: showdown.variant_status("qa", v)["accuracy"] for v in ("baseline", "optimized", "pruned", "pruned-optimized")}
         bench.memory["f1"] = {**(showdown.on_model_thread(outside_f1, outside) if config.outside_f1 else {}),
-                              **{v: a.get("overall_f1") for v, a in accuracy.items()}}
-        bench.memory["forced_f1"] = {v: a.get("forced_f1") for v, a in accuracy.items()}
+                              **{v: a["overall_f1"] for v, a in accuracy.items() if a.get("overall_f1") is not None}}
+        bench.memory["forced_f1"] = {v: a["forced_f1"] for v, a in accuracy.items() if a.get("forced_f1") is not None}
         if config.app:
             best = fastest_built(bench.results, "QA ~384") or "optimized"
             context = qa_context(showdown.runner("qa", "baseline").tokenizer, 384)

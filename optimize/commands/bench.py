@@ -29,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from optimize.commands.common import flags_given, writable_output
 
     writable_output(args.output)
+    exit_on_sigterm()
     if args.parent_pid:
         stop_with_parent(args.parent_pid)
     if args.render and (timing := flags_given(args, add_arguments, ("task", "quick", "no_app"))):
@@ -60,3 +61,12 @@ def stop_with_parent(pid: int) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="stop-with-parent", daemon=True).start()
+
+
+def exit_on_sigterm() -> None:
+    """`kill PID` ends the bench as Ctrl-C does, through its `finally` blocks: the app server and llama.cpp workers it
+    started are stopped with it (by default a SIGTERM ended the bench alone, and the app server ran on)."""
+    import signal
+    import sys
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
