@@ -113,7 +113,10 @@ def verify_promise(preset: Preset, variant: str, progress: Callable[[str], None]
     path, baseline = (resolve(preset, preset.variant(name)) for name in (variant, "baseline"))
     entry = promise_record(preset, variant, path, baseline)
     here = pruned_promise.measure(preset, variant)
-    return (compare(variant, entry["metrics"] if entry else {}, here)
+    # without a record, what was measured here is still said (it had read "nothing to verify: build it first")
+    unrecorded = [] if entry else [Finding(variant, f"{measure} (no promise record to compare with)", None, here[measure],
+                                           "not verified") for measure in (*POINTS, *RELATIVE) if measure in here]
+    return (compare(variant, entry["metrics"] if entry else {}, here) + unrecorded
             + [Finding(variant, miss, None, None, "gate missed here") for miss in here.get("gates_missed", [])])
 
 

@@ -83,3 +83,24 @@ def test_verify_measures_only_the_variants_named_and_says_when_one_cannot_be(mon
     assert verify.run(["generation"], tmp_path) == 1
     assert "nothing of probe to verify" in capsys.readouterr().err
     assert (tmp_path / "verify-generation.md").read_text() == "earlier report"
+
+
+def test_a_trained_pruned_model_without_a_promise_record_is_reported_as_measured_not_as_unbuilt(monkeypatch, tmp_path):
+    """Its promise measured here with no record to compare with read "nothing to verify: build it first"."""
+    from optimize import verify
+
+    class Preset:
+        name, task = "probe", "qa"
+        variants = (type("Spec", (), {"name": "pruned", "built_from": None, "runtime": "torch"})(),)
+
+        def variant(self, name):
+            return self.variants[0]
+
+    monkeypatch.setattr(verify, "default_preset", lambda task: Preset())
+    monkeypatch.setattr(verify.pruned_promise, "trained_pruned", lambda preset: ("pruned",))
+    monkeypatch.setattr(verify, "resolve", lambda preset, spec: tmp_path)
+    monkeypatch.setattr(verify, "promise_record", lambda *args: None)
+    monkeypatch.setattr(verify.pruned_promise, "measure", lambda preset, variant: {"validation_f1": 66.0, "validation_forced_f1": 80.0})
+    assert verify.run(["qa"], tmp_path) == 1  # measured, not verified against anything: never a pass
+    report = (tmp_path / "verify-qa.md").read_text()
+    assert "validation_f1 (no promise record to compare with)" in report and "66" in report, report
