@@ -100,6 +100,8 @@ def _squad_json(text: str) -> list[Item]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
+        if error.msg == "Extra data" and error.colno == 1:  # one object per line: JSON Lines saved as .json
+            return _jsonl(text)
         raise InputError(f"Malformed JSON at line {error.lineno}, column {error.colno}: {error.msg}.") from None
     except RecursionError:
         raise InputError("The JSON is nested too deeply to be a SQuAD file.") from None

@@ -62,6 +62,9 @@ def test_a_bad_file_gets_a_message_naming_the_problem_and_the_row(name, content,
 
 
 def test_files_as_people_write_them_are_read_as_meant():
+    # JSON Lines saved as .json: one object per line had read "Malformed JSON at line 2, column 1: Extra data"
+    lines = b'{"context": "The wolf ran.", "question": "Who ran?", "answer": "The wolf"}\n' * 2
+    assert [item.answers for item in read_rows("lines.json", lines)] == [("The wolf",), ("The wolf",)]
     """Found by probing (each had been rejected, or read as something else)."""
     def read(name: str, text: str) -> list[tuple[str, str, tuple[str, ...]]]:
         return [(item.context, item.question, item.answers) for item in read_rows(name, text.encode())]
