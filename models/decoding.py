@@ -61,9 +61,10 @@ class PromptLookup:
         if limit <= 0:
             return []
         for size in range(min(self.max_ngram, len(sequence) - 1), self.min_ngram - 1, -1):
-            tail = sequence[-size:]
+            tail, first = sequence[-size:], sequence[-size]
             for start in range(len(sequence) - size - 1, -1, -1):  # the most recent earlier occurrence
-                if sequence[start:start + size] == tail:
+                # the first token before the slice: a miss on a long prompt had cost a slice per position
+                if sequence[start] == first and sequence[start:start + size] == tail:
                     return sequence[start + size:start + size + limit]
         return []
 
