@@ -82,12 +82,14 @@ def test_a_hub_repo_is_fetched_without_other_frameworks_copies_of_its_weights(ti
             "from models.runners import load_runner\nfrom models import qa\n"
             "for repo in ('someone/many-copies', 'someone/pickled'):\n"
             "    path = hub_snapshot(repo)\n"
-            "    answer = qa.answer(load_runner('qa', 'baseline', 'torch', path), 'Who?', 'The second pig worked.')\n"
-            "    print('FILES', repo, sorted(p.name for p in path.rglob('*') if p.is_file()), size_bytes(path))\n"
+            "    answered = 'answer' in qa.answer(load_runner('qa', 'baseline', 'torch', path), 'Who?', 'The pig worked.')\n"
+            "    weights = sum(p.stat().st_size for p in path.glob('*.safetensors')) or (path / 'pytorch_model.bin').stat().st_size\n"
+            "    print('FILES', repo, sorted(p.name for p in path.rglob('*') if p.is_file()), answered, size_bytes(path) == weights)\n"
         )
         done = run_with_hub(code, hub.url, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     files = {line.split()[1]: line for line in done.stdout.splitlines() if line.startswith("FILES")}
+    assert all(line.endswith("True True") for line in files.values()), done.stdout  # answers; size counts one copy
     assert "model.safetensors" in files["someone/many-copies"], done.stdout
     for copy in ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack", "rust_model.ot", "'model.onnx'"):
         assert copy not in files["someone/many-copies"], done.stdout
