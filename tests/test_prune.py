@@ -444,3 +444,28 @@ def test_the_recovered_sweep_names_a_two_stage_pruned_model_by_its_cut(monkeypat
     rows = sweep_encoder.recovered([REPO_ROOT / "weights" / "qa-minilm-squad2-pruned"])
     assert [row["candidate"] for row in rows] == ["baseline", "4 heads / 512 FFN"]
     assert rows[1]["gates (within 3 of baseline, both)"] != "—"
+
+
+@requires_squad()
+def test_prune_qa_distils_on_the_baselines_training_articles_only(monkeypatch, tmp_path):
+    """`prune --task qa` without --full-data used the dev file's old split (articles 0-11): the student learnt from
+    three of the baseline's four validation articles, the ones its promise is then measured on."""
+    import argparse
+
+    from optimize.commands import prune as command
+    from optimize.evaluate import squad
+    from optimize.evaluate.accuracy import threshold_split
+    from optimize.train import recover_qa
+    from optimize.train.finetune_qa import training_examples
+    from tests.tiny import tiny_qa
+
+    baseline = tiny_qa(tmp_path / "baseline")  # no training record: the split every default model gates on
+    taught = []
+    monkeypatch.setattr(recover_qa, "run", lambda _baseline, _cut, config, *_args, **_kwargs:
+                        taught.append(config) or {"stopped": True, "checkpoint": "-"})
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    command.run(parser.parse_args(["--task", "qa", "--baseline", str(baseline), "--output", str(tmp_path / "out")]))
+    articles = squad.load_articles(taught[0].data)
+    validating = {articles[i]["title"] for i in threshold_split(baseline).validation}
+    assert validating and not validating & {example.article for example in training_examples(taught[0], articles)}
