@@ -346,6 +346,9 @@ class Showdown:
                                                           warm_up=round_index == 0))
                 except (InputError, VariantUnavailable) as error:  # not in this preset or not ready: in its column
                     errors[variant] = {"error": str(error)}
+                except Exception as error:  # noqa: BLE001 - a fault of ours in one variant: the others still answer
+                    log.exception("qa/%s failed", variant)
+                    errors[variant] = {"error": f"this variant failed ({type(error).__name__}; the server's log has the details)"}
         results = {v: errors.get(v) or median_call(calls[v], f"the first {TIMED_AFTER_WARM_UP}") for v in chosen}
         return with_speedups({v: results[v] for v in VARIANTS if v in results})
 

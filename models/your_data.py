@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -289,6 +290,10 @@ def score(answer: Callable[[str, str, str, bool], dict], items: list[Item], vari
                 continue
             except InputError as error:  # this question only
                 skipped[variant].append(f"row {item.row}: {error}")
+                continue
+            except Exception as error:  # noqa: BLE001 - a fault of ours in one variant: the others are still scored
+                logging.getLogger(__name__).exception("your data: %s failed", variant)
+                errors[variant] = f"this variant failed ({type(error).__name__}; the server's log has the details)"
                 continue
             em, f1 = best_of(list(item.answers), result["answer"])
             rows.append({"row": item.row, "variant": variant, "question": item.question,

@@ -325,3 +325,22 @@ def test_a_variant_built_from_a_baseline_since_retrained_is_built_again_at_start
     assert ("qa", "optimized") in showdown.missing_builds()
     build_missing(showdown, progress=lambda _message: None, evaluate=False)
     assert ("qa", "optimized") not in showdown.missing_builds()
+
+
+def test_a_fault_in_one_variant_leaves_the_others_answers_in_a_qa_click(built_presets, monkeypatch, caplog):
+    """One variant raising (a fault of ours, not the visitor's) had aborted the whole comparison: every column read
+    "this variant failed" and the log held a trace per variant."""
+    from models import qa
+
+    real_answer = qa.answer
+    def answer(runner, question, *args, **kwargs):  # after its load: the load's own warm-up asks something else
+        if runner.variant == "optimized" and question == "Who built houses?":
+            raise RuntimeError("kernel")
+        return real_answer(runner, question, *args, **kwargs)
+    monkeypatch.setattr(qa, "answer", answer)
+    showdown = Showdown(presets=dict(built_presets))
+    with caplog.at_level(logging.ERROR):
+        compared = showdown.compare("Pigs built houses.", "Who built houses?", ["baseline", "optimized"], False)
+    assert compared["optimized"] == {"error": "this variant failed (RuntimeError; the server's log has the details)"}
+    assert compared["baseline"]["answer"] and "error" not in compared["baseline"]
+    assert [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR] == ["qa/optimized failed"]

@@ -181,3 +181,19 @@ def test_a_question_one_variant_refuses_is_skipped_for_it_and_said_not_the_rest_
     json.dumps(disjoint, allow_nan=False)
     header, _, row = summary_markdown([{**result["summary"][0], "skipped": "1: row 2: a | b\nc"}]).splitlines()[:3]
     assert row.count("|") == header.count("|"), row  # a reason's pipe or newline no longer breaks the table
+
+
+def test_a_fault_in_one_variant_leaves_the_others_scored():
+    """A fault of ours in one variant (not the visitor's file) had ended the whole scoring with an opaque error."""
+    from models.your_data import Item, score
+
+    items = [Item(row, CONTEXT, "What did he build?", ("sticks",)) for row in (2, 3)]
+
+    def answer(context, question, variant, allow_no_answer):
+        if variant == "optimized":
+            raise RuntimeError("kernel")
+        return {"answer": "sticks", "latency_ms": {"total": 1.0}}
+
+    summary = {line["variant"]: line for line in score(answer, items, ["baseline", "optimized"], True)["summary"]}
+    assert summary["baseline"]["questions"] == 2
+    assert summary["optimized"]["error"] == "this variant failed (RuntimeError; the server's log has the details)"
