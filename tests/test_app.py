@@ -238,3 +238,18 @@ def test_the_line_above_the_tabs_says_when_a_benchmark_shares_the_cores():
     assert _building_markdown(ready, measuring=True).startswith("⏳ **A benchmark is running on this machine**")
     both = _building_markdown(building, measuring=True)
     assert both.startswith("🟡 **Building 1 variant") and "A benchmark is running" in both
+
+
+def test_a_generation_click_clears_the_last_ones_columns_before_its_first_token(built_presets):
+    """The generation tab sent nothing until the first variant's first token: the previous prompt's texts and
+    speedups stood as current while the click waited for its turn, a load or a warm-up (QA's cleared at once)."""
+    from app import build_ui
+    from models.showdown import Showdown
+    from ui.columns import empty_history
+
+    demo = build_ui(Showdown(presets=dict(built_presets)))
+    click = next(block.fn for block in demo.fns.values() if getattr(block.fn, "__name__", "") == "generate_click")
+    first = next(click("Name three colors.", 4, ["baseline", "optimized"], empty_history(), []))
+    texts, stats = first[:4], first[4:8]
+    assert texts == ["", "", "", ""] and stats == ["waiting for its turn…", "waiting for its turn…",
+                                                   "not selected for this run", "not selected for this run"]

@@ -117,6 +117,7 @@ def generation_tab(showdown: Showdown) -> None:
         showdown_here = using(showdown, "generation", preset)
         texts, stats, results = {v: "" for v in VARIANTS}, {v: NOT_RUN for v in VARIANTS}, {}
         stats |= {v: "waiting for its turn…" for v in chosen}
+        yield [*texts.values(), *stats.values(), *unchanged()]  # at once: the last click's texts had stood until a token
         for variant in showdown.run_order(chosen):
             stats[variant] = "generating…"
             try:
