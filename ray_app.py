@@ -32,7 +32,7 @@ from ray.serve._private.http_util import ASGIAppReplicaWrapper  # what serve.gra
 
 from models import settings
 from models.catalog import REPO_ROOT, Preset, Task
-from models.errors import ConfigError, InputError
+from models.errors import ConfigError, InputError, VariantUnavailable
 from models.generation import Update
 from models.showdown import Showdown
 
@@ -71,7 +71,10 @@ class ModelReplica:
         self.showdown.serve_models_first(*settings.serving())
         for status in self.showdown.variants():
             if status["status"] == "ready":
-                self.showdown.runner(status["task"], status["variant"])
+                try:
+                    self.showdown.runner(status["task"], status["variant"])
+                except VariantUnavailable:  # shown unavailable with its reason, as app.py does; the others serve
+                    continue
         self.name = serve.get_replica_context().replica_id.unique_id
 
     def _served(self, result: dict, queue_ms: float) -> dict:

@@ -110,3 +110,25 @@ def test_the_page_s_buttons_answer_through_the_replicas(ray_url):
         page.wait_for_function("() => document.querySelector('#generation-run-table textarea').value.includes('| optimized |')",
                                timeout=120_000)
         browser.close()
+
+
+def test_a_replica_serves_the_other_variants_when_one_fails_to_load(built_presets, monkeypatch):
+    """One variant that failed to load raised out of the replica's constructor, and Serve retried it for ever:
+    nothing was served. app.py shows that variant unavailable and serves the rest; a replica now does the same."""
+    import types
+
+    import models.showdown as showdown_module
+    import ray_app
+
+    real_load = showdown_module.load_runner
+
+    def load_runner(task, variant, *args):
+        if (task, variant) == ("qa", "optimized"):
+            raise RuntimeError("this variant's session cannot be created here")
+        return real_load(task, variant, *args)
+    monkeypatch.setattr(showdown_module, "load_runner", load_runner)
+    monkeypatch.setattr(ray_app.serve, "get_replica_context",
+                        lambda: types.SimpleNamespace(replica_id=types.SimpleNamespace(unique_id="probe")))
+    replica = ray_app.ModelReplica(dict(built_presets))
+    assert replica.showdown.variant_status("qa", "optimized")["status"] == "unavailable"
+    assert replica.showdown.answer("The pig built a house of straw.", "What did the pig build?", "baseline")["answer"]
