@@ -99,6 +99,15 @@ class ModelReplica:
                 self._served(update.result, queue_ms)
             yield update
 
+    def stream_each(self, prompt: str, variants: list[str], max_new_tokens: int, warm_up: bool, sent_at: float
+                    ) -> Iterator[tuple[str, Update | Exception]]:
+        """A whole generation click on this replica: its variants' speedups compare runs on one machine."""
+        queue_ms = 1e3 * max(time.time() - sent_at, 0.0)
+        for variant, update in self.showdown.stream_each(prompt, variants, max_new_tokens, warm_up):
+            if isinstance(update, Update) and update.done:
+                self._served(update.result, queue_ms)
+            yield variant, update
+
 
 @contextlib.contextmanager
 def _causes() -> Iterator[None]:
@@ -163,6 +172,12 @@ class RemoteShowdown:
     def stream(self, prompt: str, variant: str, max_new_tokens: int, warm_up: bool = False) -> Iterator[Update]:
         with _causes():
             yield from self.replicas.options(stream=True).stream.remote(prompt, variant, max_new_tokens, warm_up, time.time())
+
+    def stream_each(self, prompt: str, variants: list[str], max_new_tokens: int, warm_up: bool = False
+                    ) -> Iterator[tuple[str, Update | Exception]]:
+        with _causes():  # one request: the click's variants on one replica (they had been routed one by one)
+            yield from self.replicas.options(stream=True).stream_each.remote(prompt, variants, max_new_tokens, warm_up,
+                                                                              time.time())
 
     def generate(self, prompt: str, variant: str, max_new_tokens: int, warm_up: bool = False) -> dict:
         *_, last = self.stream(prompt, variant, max_new_tokens, warm_up)

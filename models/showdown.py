@@ -26,7 +26,8 @@ from models.catalog import (REPO_ROOT, VARIANTS, Preset, Task, all_presets, chos
 from models.errors import InputError, VariantUnavailable
 from models.footprint import resident_after_release, warm_runtimes
 from models.recorded import recorded_accuracy
-from models.manifest import built_steps, read_manifest, rejected_recipes, size_bytes, stale_source, verify
+from models.manifest import read_manifest, rejected_recipes, size_bytes
+from models.on_disk import built_description, corrupt, fix, locate, manifest_stamp, servable, stale
 from models.reports import accuracy_text
 from models.runners import Runner, load_runner
 from models.sources import resolve
@@ -110,71 +111,22 @@ class Showdown:
         return dataclasses.replace(self, presets={**self.presets, task: preset(name)})
 
     # --- status -------------------------------------------------------------------------------
-    def _locate(self, task: Task, variant: str) -> Path | None:
-        """The weights directory if present now, without downloading or building anything."""
-        spec = self.preset(task).variant(variant)
-        p = self.preset(task)
-        if spec.source.kind == "local":
-            path = REPO_ROOT / spec.source.location
-            return path if (path / "config.json").exists() else None
-        if spec.source.kind == "hub":
-            from huggingface_hub import snapshot_download
-            try:
-                return Path(snapshot_download(spec.source.location, revision=spec.source.revision, local_files_only=True))
-            except Exception:  # not in the local Hub cache
-                return None
-        path = p.built_dir(variant)
-        return path if (path / "manifest.json").exists() else None
-
     def accuracy(self, task: Task, variant: str, path: Path | None) -> dict:
-        return recorded_accuracy(self.preset(task), variant, path, lambda name: self._locate(task, name))
-
-    def _fix(self, task: Task, variant: str) -> str:
-        spec = self.preset(task).variant(variant)
-        if spec.source.kind == "hub":
-            return f"download it again: `hf download {spec.source.location} --force-download`"
-        return f"rebuild it: `{spec.how_to_build}`" if spec.how_to_build else f"replace {spec.source.location}"
-
-    def _corrupt(self, task: Task, variant: str, path: Path) -> str | None:
-        """What is wrong with the variant's files against its manifest, and the fix; None if nothing."""
-        problems = verify(path)
-        return f"{'; '.join(problems)}; {self._fix(task, variant)}" if problems else None
-
-    def _servable(self, task: Task, variant: str) -> bool:
-        """Present and matching its manifest: a corrupt variant counts as missing (it is rebuilt)."""
-        path = self._locate(task, variant)
-        return path is not None and not verify(path)
-
-    def _stale(self, task: Task, variant: str) -> str | None:
-        """Why a built variant no longer matches its source (a retrained baseline), or None: served, it would answer
-        as the old source's variant under the numbers measured against it."""
-        spec = self.preset(task).variant(variant)
-        source = self._locate(task, spec.built_from) if spec.source.kind == "built" and spec.built_from else None
-        if source is None or not (stale := stale_source(self.preset(task).built_dir(variant), source)):
-            return None
-        log.info("%s/%s is rebuilt: %s", task, variant, stale)
-        return stale
-
-    def _built(self, task: Task, variant: str, path: Path) -> str:
-        """The steps that were built (the manifest's, with the rejected recipes), else the catalog's."""
-        spec = self.preset(task).variant(variant)
-        manifest = read_manifest(path)
-        steps = built_steps(manifest) if manifest else " → ".join(spec.steps) or spec.source.kind
-        return f"{spec.runtime}; {steps}"
+        return recorded_accuracy(self.preset(task), variant, path, lambda name: locate(self.preset(task), name))
 
     def variant_status(self, task: Task, variant: str) -> dict:
         key = self._key(task, variant)
         spec = self.preset(task).variant(variant)
         with self._lock:
             building, failed, load_failed = self._building.get(key), self._failed.get(key), self._load_failed.get(key)
-        path = None if building else self._locate(task, variant)
-        fault = (self._corrupt(task, variant, path) or load_failed) if path is not None else None
+        path = None if building else locate(self.preset(task), variant)
+        fault = (corrupt(self.preset(task), variant, path) or load_failed) if path is not None else None
         if building:
             status, detail = "building", building
         elif fault:  # and why its rebuild failed, if it did
             status, detail = "unavailable", "; ".join(filter(None, [fault, failed]))
         elif path is not None:
-            status, detail = "ready", self._built(task, variant, path)
+            status, detail = "ready", built_description(self.preset(task), variant, path)
         elif failed:
             status, detail = "unavailable", failed
         else:
@@ -215,7 +167,7 @@ class Showdown:
         key = self._key(task, variant)
         with self._lock:
             if key in self._runners:
-                if self._manifest_stamp(task, variant) == self._loaded_from.get(key):
+                if manifest_stamp(self.preset(task), variant) == self._loaded_from.get(key):
                     return self._runners[key]
                 log.info("%s/%s was rebuilt by another process: loading its new files", task, variant)
                 self.mark_built(task, variant)  # not the old model under the new build's figures
@@ -223,9 +175,9 @@ class Showdown:
                 raise VariantUnavailable(f"{variant} is still building: {self._building[key]}")
             p = self.preset(task)
             spec = p.variant(variant)
-            located = self._locate(task, variant)
-            if located is not None and (corrupt := self._corrupt(task, variant, located)):
-                raise VariantUnavailable(f"{variant} is unavailable: {corrupt}")
+            located = locate(p, variant)
+            if located is not None and (wrong := corrupt(p, variant, located)):
+                raise VariantUnavailable(f"{variant} is unavailable: {wrong}")
             path = resolve(p, spec)
             with self._turn():  # model-thread work: never inside another visitor's timed call, nor its memory
                 self.on_model_thread(warm_runtimes, task, path)  # once: not the first variant's memory (footprint.py)
@@ -236,7 +188,7 @@ class Showdown:
                 except Exception as error:  # a model that does not load or run is unavailable, not a crash
                     expected = isinstance(error, VariantUnavailable)  # load_runner's: the reason is in the message
                     reason = str(error) if expected else f"it fails to run ({type(error).__name__}: {error})"
-                    self._load_failed[key] = f"{reason}; {self._fix(task, variant)}"
+                    self._load_failed[key] = f"{reason}; {fix(p, variant)}"
                     log.warning("%s/%s is unavailable: %s", task, variant, self._load_failed[key], exc_info=not expected)
                     raise VariantUnavailable(f"{variant} is unavailable: {self._load_failed[key]}") from error
                 after = resident_after_release()
@@ -244,17 +196,8 @@ class Showdown:
             if before is not None and after is not None:  # weights read, sessions and arenas warmed: its footprint
                 self._memory[key] = max(after - before, 0)
             self._runners[key] = runner
-            self._loaded_from[key] = self._manifest_stamp(task, variant)
+            self._loaded_from[key] = manifest_stamp(p, variant)
             return runner
-
-    def _manifest_stamp(self, task: Task, variant: str) -> int | None:
-        """When a built variant's manifest was written (a rebuild rewrites it); None for weights that are not built."""
-        if self.preset(task).variant(variant).source.kind != "built":
-            return None
-        try:
-            return (self.preset(task).built_dir(variant) / "manifest.json").stat().st_mtime_ns
-        except OSError:
-            return None
 
     def on_model_thread(self, call: Callable[..., T], *args, **kwargs) -> T:
         """`call` run on the thread that runs every model, as the app runs them: a timing harness (report, bench)
@@ -368,6 +311,21 @@ class Showdown:
                     update.result["timing"] = TIMED_AFTER_WARM_UP if warm_up else TIMED_ALONE
                 yield update
 
+    def stream_each(self, prompt: str, variants: list[str], max_new_tokens: int, warm_up: bool = False
+                    ) -> Iterator[tuple[str, generation.Update | Exception]]:
+        """A generation click: each variant's updates in turn, a variant's error in its place (the others go on). One
+        call, so that a cluster serves a whole click from one replica and its speedups compare like with like."""
+        for variant in variants:
+            try:
+                with contextlib.closing(self.stream(prompt, variant, max_new_tokens, warm_up)) as updates:
+                    for update in updates:
+                        yield variant, update
+            except (InputError, VariantUnavailable) as error:  # the visitor's input, or a variant not ready
+                yield variant, error
+            except Exception as error:  # noqa: BLE001 - a fault of ours: logged here, said in its column
+                log.exception("generation/%s failed", variant)
+                yield variant, error
+
     def generate(self, prompt: str, variant: str, max_new_tokens: int, warm_up: bool = False) -> dict:
         *_, last = self.stream(prompt, variant, max_new_tokens, warm_up)
         return last.result
@@ -380,7 +338,7 @@ class Showdown:
         todo: list[tuple[Task, str]] = []
         for task, p in self.presets.items():
             for spec in p.variants:
-                if self._servable(task, spec.name) and not self._stale(task, spec.name):
+                if servable(p, spec.name) and not stale(p, spec.name):
                     continue
                 if spec.source.kind == "package" or (spec.source.kind == "hub" and p.fetch_on_start):
                     todo.append((task, spec.name))
@@ -388,7 +346,7 @@ class Showdown:
                     todo.append((task, spec.name))
                 elif spec.source.kind == "built" and spec.runtime == "onnxruntime" and spec.built_from:
                     source = p.variant(spec.built_from)
-                    if self._servable(task, source.name) or (task, source.name) in todo:
+                    if servable(p, source.name) or (task, source.name) in todo:
                         todo.append((task, spec.name))
         return todo
 

@@ -132,3 +132,24 @@ def test_a_replica_serves_the_other_variants_when_one_fails_to_load(built_preset
     replica = ray_app.ModelReplica(dict(built_presets))
     assert replica.showdown.variant_status("qa", "optimized")["status"] == "unavailable"
     assert replica.showdown.answer("The pig built a house of straw.", "What did the pig build?", "baseline")["answer"]
+
+
+def test_a_generation_click_runs_every_variant_on_one_replica(ray_url, built_presets):
+    """Each variant's stream was its own request, so one click's baseline and optimized ran on different replicas
+    (on a cluster, different machines) and its speedups compared them; QA's compare already stayed on one."""
+    from ray import serve
+
+    from models.errors import InputError
+    from models.generation import Update
+    from ray_app import RemoteShowdown
+
+    remote = RemoteShowdown(serve.get_deployment_handle("ModelReplica", app_name="showdown"), dict(built_presets))
+    for _ in range(4):
+        replicas, refused = {}, []
+        for variant, update in remote.stream_each("Say hello", ["baseline", "pruned", "optimized"], 4):
+            if isinstance(update, Update) and update.done:
+                replicas[variant] = update.result["replica"]
+            elif isinstance(update, Exception):
+                refused.append((variant, type(update)))
+        assert set(replicas) == {"baseline", "optimized"} and len(set(replicas.values())) == 1, replicas
+        assert len(refused) == 1 and refused[0][0] == "pruned" and issubclass(refused[0][1], InputError), refused

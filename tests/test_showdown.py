@@ -344,3 +344,23 @@ def test_a_fault_in_one_variant_leaves_the_others_answers_in_a_qa_click(built_pr
     assert compared["optimized"] == {"error": "this variant failed (RuntimeError; the server's log has the details)"}
     assert compared["baseline"]["answer"] and "error" not in compared["baseline"]
     assert [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR] == ["qa/optimized failed"]
+
+
+def test_a_generation_click_streams_every_variant_and_a_faulty_ones_error_in_its_place(built_presets, monkeypatch, caplog):
+    """`stream_each`, one click as one call (one replica on a cluster): a fault of ours in one variant is logged once
+    and yielded in its place; the next variant still streams."""
+    from models import generation
+
+    real_stream = generation.stream
+
+    def stream(runner, prompt, *args, **kwargs):  # after its load: the load's warm-up generates something else
+        if runner.variant == "optimized" and prompt == "Say hello":
+            raise RuntimeError("kernel")
+        return real_stream(runner, prompt, *args, **kwargs)
+    monkeypatch.setattr(generation, "stream", stream)
+    showdown = Showdown(presets=dict(built_presets))
+    with caplog.at_level(logging.ERROR):
+        seen = list(showdown.stream_each("Say hello", ["optimized", "baseline"], 3))
+    assert [type(update).__name__ for variant, update in seen if variant == "optimized"] == ["RuntimeError"]
+    assert [update.done for variant, update in seen if variant == "baseline"][-1] is True
+    assert [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR] == ["generation/optimized failed"]

@@ -21,10 +21,13 @@ NOT_RUN = "not selected for this run"  # a column a click leaves out says so, in
 log = logging.getLogger("app")
 
 
+FAULT = "this variant failed ({}; the server's log has the details)"
+
+
 def failed(variant: str, error: Exception) -> str:
     """A column's line for a fault of ours (not the visitor's): the click goes on with the other variants."""
     log.exception("%s failed", variant)
-    return f"this variant failed ({type(error).__name__}; the server's log has the details)"
+    return FAULT.format(type(error).__name__)
 # BROWSER_LOAD: a visitor's browser on the same 2 cores takes them from the models being timed; gradio's animated
 # progress overlay and a redraw on every generated token made it take the most (experiments/app-timing), so the task
 # buttons show no overlay (their columns say what runs) and the text grows at most this often.
@@ -118,23 +121,22 @@ def generation_tab(showdown: Showdown) -> None:
         texts, stats, results = {v: "" for v in VARIANTS}, {v: NOT_RUN for v in VARIANTS}, {}
         stats |= {v: "waiting for its turn…" for v in chosen}
         yield [*texts.values(), *stats.values(), *unchanged()]  # at once: the last click's texts had stood until a token
-        for variant in showdown.run_order(chosen):
-            stats[variant] = "generating…"
-            try:
-                shown = 0.0
-                for update in showdown_here.stream(prompt, variant, max_new_tokens, warm_up=True):
-                    texts[variant] = update.text
-                    if update.done:
-                        results[variant] = update.result
-                        stats[variant] = (f"decoding {update.result.get('decode_tokens_per_s', 0):.1f} tokens/s · "
-                                          f"{update.result['new_tokens']} tokens written (speedups once all have run)")
-                    if update.done or time.perf_counter() - shown >= STREAM_INTERVAL_S:
-                        shown = time.perf_counter()
-                        yield [*texts.values(), *stats.values(), *unchanged()]  # not the charts on every token
-            except USER_ERRORS as error:
-                stats[variant] = f"⚠️ {error}"
-            except Exception as error:  # noqa: BLE001 - a fault of ours: said in its column, the others still run
-                stats[variant] = f"⚠️ {failed(variant, error)}"
+        shown = 0.0
+        for variant, update in showdown_here.stream_each(prompt, showdown.run_order(chosen), max_new_tokens, warm_up=True):
+            if isinstance(update, Exception):  # this variant's; the others still run
+                stats[variant] = f"⚠️ {update}" if isinstance(update, USER_ERRORS) else f"⚠️ {FAULT.format(type(update).__name__)}"
+                yield [*texts.values(), *stats.values(), *unchanged()]
+                continue
+            texts[variant] = update.text
+            if update.done:
+                results[variant] = update.result
+                stats[variant] = (f"decoding {update.result.get('decode_tokens_per_s', 0):.1f} tokens/s · "
+                                  f"{update.result['new_tokens']} tokens written (speedups once all have run)")
+            else:
+                stats[variant] = "generating…"
+            if update.done or time.perf_counter() - shown >= STREAM_INTERVAL_S:
+                shown = time.perf_counter()
+                yield [*texts.values(), *stats.values(), *unchanged()]  # not the charts on every token
         charts = record(showdown_here, "generation", results, stats, history, next_run(runs))  # fills `stats` first
         kept = kept_runs_outputs(runs, showdown_here.preset("generation").name, prompt, results, "generation",
                                  {v: stats[v] for v in chosen if v not in results})
