@@ -14,7 +14,13 @@ PROMISE_RECORD = "promise.json"  # written by optimize/evaluate/pruned_promise.p
 
 
 def _read_json(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.exists() else {}
+    """A record's content; {} when absent or unreadable: a cut-short manifest is the variant's fault (its status says
+    so, from verify), and it had stopped the app's start and every other variant's status with a trace."""
+    try:
+        content = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return content if isinstance(content, dict) else {}
 
 
 def recorded_accuracy(preset: Preset, variant: str, path: Path | None, locate: Callable[[str], Path | None]) -> dict:

@@ -364,3 +364,17 @@ def test_a_generation_click_streams_every_variant_and_a_faulty_ones_error_in_its
     assert [type(update).__name__ for variant, update in seen if variant == "optimized"] == ["RuntimeError"]
     assert [update.done for variant, update in seen if variant == "baseline"][-1] is True
     assert [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR] == ["generation/optimized failed"]
+
+
+def test_a_cut_short_manifest_makes_its_variant_unavailable_not_the_app(built_presets, tmp_path, monkeypatch):
+    """verify() said "manifest.json cannot be read", but the status read the same file for its accuracy and raised:
+    /variants, the status line and the app's start failed with a JSONDecodeError."""
+    artifacts = tmp_path / "artifacts"
+    shutil.copytree(os.environ["SHOWDOWN_ARTIFACTS"], artifacts)
+    monkeypatch.setenv("SHOWDOWN_ARTIFACTS", str(artifacts))
+    manifest = artifacts / built_presets["generation"].name / "optimized" / "manifest.json"
+    manifest.write_text(manifest.read_text()[: len(manifest.read_text()) // 2])
+    showdown = Showdown(presets=dict(built_presets))
+    status = showdown.variant_status("generation", "optimized")
+    assert status["status"] == "unavailable" and "manifest.json cannot be read" in status["detail"], status
+    assert {v["status"] for v in showdown.variants() if v["variant"] == "baseline"} == {"ready"}
