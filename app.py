@@ -108,6 +108,8 @@ def _status_markdown(statuses: list[dict]) -> str:
         state = f"{icons[status['status']]} {status['status']}"
         if status["status"] == "ready" and status.get("accuracy", {}).get("gates_missed"):  # green beside "missed"
             state = "🟠 ready, missed a gate"
+        elif status["status"] == "ready" and "served from an earlier build: " in detail:  # its rebuild failed
+            state = "🟠 ready, an earlier build"
         rows.append(f"| {status['task']} | {status['variant']} | {state} | {detail} |")
     return "\n".join(rows)
 

@@ -125,8 +125,10 @@ class Showdown:
             status, detail = "building", building
         elif fault:  # and why its rebuild failed, if it did
             status, detail = "unavailable", "; ".join(filter(None, [fault, failed]))
-        elif path is not None:
-            status, detail = "ready", built_description(self.preset(task), variant, path)
+        elif path is not None:  # an earlier build's files: a failed rebuild is said beside them, not hidden
+            status = "ready"
+            detail = "; ".join(filter(None, [built_description(self.preset(task), variant, path),
+                                             failed and f"served from an earlier build: {failed}"]))
         elif failed:
             status, detail = "unavailable", failed
         else:

@@ -378,3 +378,23 @@ def test_a_cut_short_manifest_makes_its_variant_unavailable_not_the_app(built_pr
     status = showdown.variant_status("generation", "optimized")
     assert status["status"] == "unavailable" and "manifest.json cannot be read" in status["detail"], status
     assert {v["status"] for v in showdown.variants() if v["variant"] == "baseline"} == {"ready"}
+
+
+def test_a_failed_rebuild_of_a_built_variant_is_said_beside_its_earlier_build(tiny_qa_dir, tmp_path, monkeypatch):
+    """A stale variant whose rebuild failed kept its earlier files and read plain "ready": the failure was hidden."""
+    import optimize.first_start as first_start
+    from app import _status_markdown
+    from optimize.build import build_onnx
+    from tests.tiny import tiny_qa
+
+    baseline = tmp_path / "baseline"
+    shutil.copytree(tiny_qa_dir, baseline)
+    preset = tiny_preset("qa", baseline, name="tiny-qa-rebuild-fails")
+    build_onnx(preset, "optimized", evaluate=False, progress=lambda _message: None)
+    shutil.copy(tiny_qa(tmp_path / "retrained", seed=1) / "model.safetensors", baseline / "model.safetensors")
+    monkeypatch.setattr(first_start, "build_onnx", lambda *args, **kwargs: (_ for _ in ()).throw(RuntimeError("export")))
+    showdown = Showdown(presets={"qa": preset})
+    build_missing(showdown, progress=lambda _message: None, evaluate=False)
+    status = showdown.variant_status("qa", "optimized")
+    assert status["status"] == "ready" and "served from an earlier build: build failed: RuntimeError: export" in status["detail"]
+    assert "🟠 ready, an earlier build" in _status_markdown([status])
