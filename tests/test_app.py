@@ -72,6 +72,9 @@ def test_generation_reports_prompt_and_decoding_speed_apart(client):
     text = stats_markdown(status, one, one, "generation")
     assert "decoding not timed (one token) · 1 token written" in text and "0.0 tokens/s" not in text, text
     assert speedup(one, one, "generation") is None
+    # the baseline's one token, beside a variant that decoded five: the column names the baseline, not itself
+    assert "decoding speedup: the baseline wrote too few tokens to time its decoding" in stats_markdown(status, result, one, "generation")
+    assert "decoding speedup: too few tokens to time decoding" in stats_markdown(status, one, result, "generation")
 
 
 def test_compare_qa_times_each_variant_after_a_warm_up_with_its_speedup(client):

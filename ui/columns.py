@@ -150,8 +150,10 @@ def _speedup_text(result: dict, baseline: dict | None, task: str) -> str:
     if task == "qa":
         return f"**{ratio:.2f}x** vs baseline"
     first = f"first token {baseline['ttft_ms'] / result['ttft_ms']:.2f}x" if result.get("ttft_ms") and baseline.get("ttft_ms") else ""
-    if ratio is None:
-        return " · ".join(filter(None, ["decoding speedup: too few tokens to time decoding", first]))
+    if ratio is None:  # whose decoding could not be timed: this variant's, or the baseline's it is compared with
+        short = "too few tokens to time decoding" if not result.get("decode_tokens_per_s") else \
+            "the baseline wrote too few tokens to time its decoding"
+        return " · ".join(filter(None, [f"decoding speedup: {short}", first]))
     return f"decoding **{ratio:.2f}x** vs baseline" + (f" · {first}" if first else "")
 
 
