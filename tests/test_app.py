@@ -256,3 +256,15 @@ def test_a_generation_click_clears_the_last_ones_columns_before_its_first_token(
     texts, stats = first[:4], first[4:8]
     assert texts == ["", "", "", ""] and stats == ["waiting for its turn…", "waiting for its turn…",
                                                    "not selected for this run", "not selected for this run"]
+
+
+def test_the_about_tab_names_every_public_endpoint(built_presets):
+    """The About tab's API paragraph had left out /qa_preset, /generate_preset and /measure_here."""
+    from app import build_ui
+    from models.showdown import Showdown
+    from ui.about import about_text
+
+    demo = build_ui(Showdown(presets=dict(built_presets)))
+    public = {fn.api_name for fn in demo.fns.values() if getattr(fn, "api_visibility", "public") != "private"}
+    assert public >= {"qa", "variants", "score_qa", "measure_here"}, public
+    assert not [name for name in public if f"`/{name}`" not in about_text()], public

@@ -51,8 +51,9 @@ committed, QA `pruned`, is checked against its promise too, and shown with any g
 JSON, CSV or JSONL): F1, EM, no-answer accuracy, latency and agreement with the baseline, with
 the per-question answers to download.
 
-**API.** `/variants`, `/qa`, `/compare_qa` (every variant, as a click), `/generate` and `/score_qa` (your
-file) are callable with `gradio_client` (see the README).
+**API.** `/variants`, `/qa`, `/compare_qa` (every variant, as a click), `/generate`, `/score_qa` (your
+file), `/qa_preset` and `/generate_preset` (another built model, by name) and `/measure_here` (the quick
+bench, as the Benchmarks tab's button) are callable with `gradio_client` (see the README).
 """
 
 
