@@ -281,3 +281,21 @@ def test_train_qa_refuses_flags_that_contradict_each_other(flags, message, tmp_p
     except SystemExit as exit_:  # argparse's own refusals
         code = exit_.code
     assert code == 2 and message in capsys.readouterr().err
+
+
+def test_keeping_an_epoch_in_fp16_leaves_the_weights_in_training_as_they_were(tiny_qa_dir, tmp_path):
+    """The kept epoch was saved by converting the model itself to fp16 and back: every later epoch trained on
+    rounded weights."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForQuestionAnswering
+
+    from optimize.train.finetune_qa import save_fp16
+
+    model = AutoModelForQuestionAnswering.from_pretrained(tiny_qa_dir, dtype=torch.float32)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(1e-4 * torch.randn_like(parameter))  # values fp16 cannot hold exactly
+    before = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
+    save_fp16(model, tmp_path / "kept")
+    assert all(torch.equal(before[name], parameter) for name, parameter in model.named_parameters())
+    assert {tensor.dtype for tensor in load_file(tmp_path / "kept" / "model.safetensors").values()} == {torch.float16}

@@ -191,10 +191,11 @@ def save_compact(config: TrainConfig) -> Path:
 
 
 def save_fp16(model, output: Path) -> None:
+    """An fp16 copy saved: converting the model itself rounded the fp32 weights the run then went on training."""
+    import copy
+
     output.mkdir(parents=True, exist_ok=True)
-    device = model.device
-    model.half().cpu().save_pretrained(output, safe_serialization=True)
-    model.float().to(device)
+    copy.deepcopy(model).half().cpu().save_pretrained(output, safe_serialization=True)
 
 
 def finish(model_dir: Path, tokenizer, config: TrainConfig, best: dict, history: list, articles, extra: dict) -> dict:
