@@ -117,7 +117,10 @@ def test_a_build_published_with_a_missed_gate_does_not_pass_for_a_strict_one(tin
 @requires_squad()
 def test_a_pruned_model_recovered_on_your_data_is_built_again_when_the_data_changes(tiny_qa_dir, tmp_path):
     """`build --model … --data FILE` recorded the file's path only: an edited FILE left `pruned` "up to date". And a
-    file of fewer than twelve articles failed (IndexError): recovery read the dev file's split, not every article."""
+    file of fewer than twelve articles failed (IndexError): recovery read the dev file's split, not every article.
+    The manifest says how many steps recovery took (it said the budget asked, a fifth more than it ran)."""
+    import torch
+
     from models.catalog import PruneSpec, Source, Variant
     from optimize.build import build_variant
     from optimize.evaluate import squad
@@ -127,9 +130,14 @@ def test_a_pruned_model_recovered_on_your_data_is_built_again_when_the_data_chan
     data.write_text(json.dumps({"version": "v2.0", "data": squad.load_articles(squad.DEFAULT_SQUAD_PATH)[:3]}))
     preset = tiny_preset("qa", tiny_qa_dir, name="tiny-qa-your-data")
     pruned = Variant("pruned", "torch", Source("built"), built_from="baseline",
-                     prune=PruneSpec(recovery_steps=1, data=str(data)))
+                     prune=PruneSpec(recovery_steps=6, data=str(data)))
     preset = replace(preset, variants=(*preset.variants, pruned))
-    build_variant(preset, "pruned", evaluate=False, progress=lambda _message: None)
+    steps = []
+    real_step = torch.optim.AdamW.step
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torch.optim.AdamW, "step", lambda self, *args, **kwargs: steps.append(1) or real_step(self, *args, **kwargs))
+        built = build_variant(preset, "pruned", evaluate=False, progress=lambda _message: None)
+    assert read_manifest(built)["steps"][1] == f"distill from baseline ({len(steps)} steps)", (steps, read_manifest(built)["steps"])
     messages = []
     build_variant(preset, "pruned", evaluate=False, progress=messages.append)
     assert messages == [f"{preset.name}/pruned: up to date, skipped"]

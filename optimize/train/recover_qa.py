@@ -82,7 +82,7 @@ def prune_and_recover(baseline_dir: Path, output: Path, spec, progress=log.info)
     from optimize.evaluate import squad
     from optimize.prune.encoder import PruneConfig, encoder_layers, head_count, layout, module
     from optimize.train.finetune_qa import training_examples, training_features
-    from optimize.train.loop import fit, seed_everything
+    from optimize.train.loop import epoch_features, fit, seed_everything
 
     train_config = recovery_train_config(baseline_dir, output, spec)
     seed_everything(train_config.seed)
@@ -91,20 +91,23 @@ def prune_and_recover(baseline_dir: Path, output: Path, spec, progress=log.info)
     # one epoch is exactly the recovery budget: the schedule warms up and decays within it
     examples = random.Random(train_config.seed).sample(examples, min(len(examples), spec.recovery_steps * train_config.batch_size))
     features = training_features(tokenizer, examples, train_config.qa)
+    # what fit steps through: the examples' windows, less the null windows an epoch leaves out (it had recorded the
+    # budget asked, some fifth more steps than it ran)
+    steps = -(-len(epoch_features(features, 1, train_config, random.Random(train_config.seed))) // train_config.batch_size)
     teacher = load_baseline(baseline_dir).eval()
     heads, ffn = head_count(teacher), module(encoder_layers(teacher)[0], layout(teacher).ffn_out).in_features
     heads_kept = heads if layout(teacher).heads_fixed else max(1, round(spec.heads_kept * heads))
     config = PruneConfig(heads_kept=heads_kept, ffn_kept=max(1, round(spec.ffn_kept * ffn)),
                          layers_dropped=spec.layers_dropped)
     progress(f"pruning to {config.heads_kept}/{heads} heads, {config.ffn_kept}/{ffn} FFN neurons per layer, "
-             f"{config.layers_dropped} layers dropped; recovering for {spec.recovery_steps} steps")
+             f"{config.layers_dropped} layers dropped; recovering for {steps} steps")
     student = with_fused_attention(pruned_copy(baseline_dir, features, tokenizer.pad_token_id, config))
     fit(student, features, tokenizer.pad_token_id, train_config, lambda epoch: 0.0,
         distil_loss_fn(with_fused_attention(teacher).eval(), EncoderRecoveryConfig()))
     student.eval().save_pretrained(output)
     tokenizer.save_pretrained(output)
     return {"heads_kept": config.heads_kept, "heads": heads, "ffn_kept": config.ffn_kept, "ffn": ffn,
-            "layers": student.config.to_dict().get(layout(student).layers_key), "recovery_steps": spec.recovery_steps}
+            "layers": student.config.to_dict().get(layout(student).layers_key), "recovery_steps": steps}
 
 
 def run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: EncoderRecoveryConfig | None = None,
