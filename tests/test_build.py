@@ -489,3 +489,17 @@ def test_a_variant_is_served_with_the_session_settings_its_build_measured(built_
             return ""
 
     assert disabled(apart) == "SkipLayerNormFusion" and disabled(fused) == ""
+
+
+def test_an_int8_rung_that_keeps_bert_layers_in_fp32_does_not_apply_to_other_encoders(tmp_path):
+    """DistilBERT's and ALBERT's FFN MatMuls have other names: the rungs that keep BERT's in fp32 quantized every
+    MatMul while their manifest said "fp32: ffn_output". They now say they do not apply, and the ladder goes on."""
+    from optimize.export.onnx import export
+    from optimize.prune.encoder_layout import UnsupportedArchitecture
+    from optimize.quantize.ort import quantize_dynamic
+    from optimize.quantize.recipes import default_recipe
+    from tests.tiny import tiny_encoder
+
+    exported = export(tiny_encoder(tmp_path / "distilbert", "distilbert"), tmp_path / "export", "qa", None).parent
+    with pytest.raises(UnsupportedArchitecture, match="does not apply"):
+        quantize_dynamic(exported, tmp_path / "kept", default_recipe("qa"))

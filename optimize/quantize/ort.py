@@ -7,6 +7,7 @@ from pathlib import Path
 
 from models.runners import ONNX_FILE
 from optimize.progress import quiet_quantizer
+from optimize.prune.encoder_layout import UnsupportedArchitecture
 from optimize.quantize.recipes import OnnxRecipe
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,9 @@ def quantize_dynamic(onnx_dir: Path, output: Path, recipe: OnnxRecipe) -> Path:
                      and "/output/dense/" in node.name and "/attention/" not in node.name]
     if "ffn_input" in recipe.keep_fp32:  # the up-projection: with both fp32, only attention's projections are INT8
         excluded += [node.name for node in graph.node if node.op_type == "MatMul" and "/intermediate/dense/" in node.name]
+    if recipe.keep_fp32 and not excluded:  # not BERT's names (DistilBERT, ALBERT): the rung would quantize it all
+        raise UnsupportedArchitecture(f"keeping {' and '.join(recipe.keep_fp32)} in fp32 applies to BERT's layer "
+                                      "names, which this graph does not have: the rung does not apply")
     with quiet_quantizer():
         ort_quantize_dynamic(
             onnx_dir / ONNX_FILE, output / ONNX_FILE, weight_type=QuantType.QInt8, per_channel=recipe.per_channel,
