@@ -89,6 +89,24 @@ def test_a_stopped_run_continues_from_a_full_or_a_compact_checkpoint(tmp_path):
     assert resumed["progress"]["rewarm_from"] == 5 and "optimizer" in resumed  # full again after its first save
 
 
+def test_a_checkpoint_is_not_continued_on_other_data_under_the_same_paths(tmp_path):
+    """Its key held paths only: after the data (or the teacher) behind them changed, the old weights went on training
+    on other windows and another schedule, silently. A checkpoint from before the key was widened still continues."""
+    from optimize.train.loop import fit
+
+    model, tokenizer, features, config = _tiny_run(tmp_path)
+    checkpoint = tmp_path / "job" / "checkpoint.pt"
+    fit(model, features, tokenizer.pad_token_id, config, lambda epoch: 0.0, checkpoint=checkpoint, stop_after=3)
+    with pytest.raises(ValueError, match="written by another training run"):
+        fit(_tiny_run(tmp_path)[0], features[: len(features) // 2], tokenizer.pad_token_id, config, lambda epoch: 0.0,
+            checkpoint=checkpoint)
+    payload = torch.load(checkpoint, weights_only=False)
+    del payload["config"]["windows"]  # as written before the windows were in the key
+    torch.save(payload, checkpoint)
+    assert len(fit(_tiny_run(tmp_path)[0], features, tokenizer.pad_token_id, config, lambda epoch: 0.0,
+                   checkpoint=checkpoint)) == config.epochs
+
+
 def test_a_training_run_under_glibc_says_how_to_run_hours_of_it_steadily(tmp_path, caplog):
     """glibc's malloc grew a recovery from 4 to 10 GB while its steps slowed (docs/training.md): the loop says, once,
     how to start a long run on jemalloc without purging."""

@@ -92,7 +92,8 @@ def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
     log_advice(log)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
     progress = {"step": 0, "scores": [], "seconds": 0.0}
-    key = {**config.resumable_key(), **(run_key or {})}
+    # the windows each epoch trains on, counted: edited data under the same paths is another run, not one to continue
+    key = {**config.resumable_key(), **(run_key or {}), "windows": str([len(windows) for windows in plan])}
     if checkpoint and checkpoint.exists():
         progress = _resume(checkpoint, key, model, optimizer, scheduler, state)
     resumed_at, started = progress["step"], time.perf_counter()
@@ -179,9 +180,13 @@ def _save_checkpoint(path: Path, key: dict, progress: dict, model, optimizer, sc
     partial.replace(path)
 
 
+ADDED_KEYS = ("windows", "teacher_sha256")  # run keys added after checkpoints were committed
+
+
 def _resume(path: Path, key: dict, model, optimizer, scheduler, state: dict | None) -> dict:
     payload = torch.load(path, weights_only=False)
-    if payload["config"] != key:
+    saved = payload["config"]  # a checkpoint written before a key was added is compared without it
+    if saved != {name: value for name, value in key.items() if name in saved or name not in ADDED_KEYS}:
         raise ValueError(f"{path} was written by another training run; delete it to start over, "
                          "or run with the same options to continue it.")
     model.load_state_dict({name: tensor.float() for name, tensor in payload["model"].items()})

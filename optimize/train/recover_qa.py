@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from models.manifest import source_fingerprint
 from optimize.prune.encoder import PruneConfig, load_baseline, model_inputs, pruned_copy, with_fused_attention
 
 log = logging.getLogger(__name__)
@@ -168,7 +169,7 @@ def _run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: 
     log.info("recovery: %d windows (%.0f %% of the training windows), teacher %s", len(features), 100 * train_share,
              baseline_dir)
     run_key = {"teacher": str(baseline_dir), "prune": str(prune_config), "recovery": str(recovery),
-               "train_share": str(train_share)}
+               "train_share": str(train_share), "teacher_sha256": source_fingerprint(baseline_dir)}  # a retrained one
     scores = fit(student, features, tokenizer.pad_token_id, train_config,
                  validation_tracker(student, tokenizer, validation_data, train_config, history, best, lost),
                  distil_loss_fn(teacher, recovery), checkpoint=checkpoint, state=state, stop_after=stop_after,
