@@ -373,7 +373,7 @@ def _run(prune_config: DecoderPruneConfig, recovery_config: DecoderRecoveryConfi
         "layers_kept": len(student.model.layers),
         "layer_influence": [round(float(v), 5) for v in influence],
         "prune": prune_config.__dict__, "recovery": recovery_config.__dict__,
-        "recovery_data": ("SQuAD 2.0 training articles (0-11): paragraphs as plain text and as chat turns, and the "
+        "recovery_data": ("SQuAD 2.0 training articles (0-8; 9-12 validate): paragraphs as plain text and as chat turns, and the "
                           "baseline's greedy answers to 640 training prompts (optimize/prompts.py)"),
         "calibration_data": "the baseline's greedy answers to training prompts",
         "recovery_seconds": round(earlier_s + time.perf_counter() - started),  # every run of a resumed job
