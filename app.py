@@ -20,7 +20,7 @@ from models.your_data import Limits
 USAGE = """usage: python app.py   (no options; settings are environment variables, empty = default)
 
   GRADIO_SERVER_PORT=7860      GRADIO_SERVER_NAME=0.0.0.0   where it listens
-  SHOWDOWN_BUILD=1             build missing variants in the background on start (0: serve what is built)
+  SHOWDOWN_BUILD=1             build missing or stale variants in the background on start (0: serve what is built)
   SHOWDOWN_QA_PRESET, SHOWDOWN_GENERATION_PRESET   a model built here with `python -m optimize build --model`
   SHOWDOWN_HUB_PREFIX=ORG/NAME serve the variants `python -m optimize push` uploaded there
   SHOWDOWN_DEVICE=auto         auto, cpu or cuda          SHOWDOWN_PROMPT_LOOKUP   1 / 0: for every ONNX decoder / none

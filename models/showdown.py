@@ -1,5 +1,5 @@
 """The live side-by-side: which variants are ready, loading them once (warmed up), answering
-with each, and building missing artifacts of the default presets in the background.
+with each, and what is missing or stale, for the background builder (optimize/first_start.py).
 
 A variant is served only if its files match its manifest and it loads: otherwise it is
 `unavailable` with the reason and the fix, calls to it raise VariantUnavailable with that

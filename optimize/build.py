@@ -1,8 +1,9 @@
-"""`python -m optimize build`: baseline → ONNX (optimum) → ORT graph optimization → dynamic INT8
-on CPU (FP16 on CUDA), then accuracy against the source, written atomically with a manifest.
+"""`python -m optimize build`: baseline → ONNX (optimum for encoders; the ONNX Runtime GenAI builder or the
+GGUF's own weights for decoders) → ORT graph optimization → INT8 on CPU (FP16 on CUDA), then accuracy
+against the source, written atomically with a manifest.
 
-A build whose manifest records the same inputs (source weights' sha256 and this config) is
-skipped; `--force` rebuilds. Each build resolves its `BuildTarget` once (the preset, the variant,
+A build whose manifest records the same inputs (source weights' sha256 and this config), whose files still
+match it and (for a strict build) which missed no gate is skipped; `--force` rebuilds. Each build resolves its `BuildTarget` once (the preset, the variant,
 the source it is built from, where it goes, what it is built from); every step below reads it.
 """
 from __future__ import annotations

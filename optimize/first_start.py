@@ -19,10 +19,11 @@ log = logging.getLogger(__name__)
 
 
 def build_missing(showdown: Showdown, progress: Callable[[str], None] = log.debug, evaluate: bool = True) -> None:
-    """Build what is missing or corrupt, one after the other: each stage's message goes to the UI's
-    status and to `progress` (the terminal shows a progress bar per stage instead), then one
-    summary line per variant is logged. A failed build leaves the variant unavailable with the
-    reason; the others keep building and serving. `evaluate`: measure accuracy against the gates
+    """Build what is missing, corrupt or stale (built from a source since changed), one after the other: each
+    stage's message goes to the UI's status and to `progress` (the terminal shows a progress bar per stage instead),
+    then one summary line per variant is logged. A failed build leaves a variant with no earlier files unavailable
+    with the reason (one with earlier files is served from them, the failure beside it); the others keep building
+    and serving. `evaluate`: measure accuracy against the gates
     (needs the SQuAD data for QA)."""
     todo = showdown.missing_builds()
     for task, variant in todo:
@@ -46,7 +47,7 @@ def build_missing(showdown: Showdown, progress: Callable[[str], None] = log.debu
                 with stage(report, f"{preset.name}/{variant}: converting {Path(spec.source.location).name} "
                                    "(first start only)"):
                     resolve(preset, spec)
-        except Exception as error:  # keep serving: the variant is reported unavailable with the reason
+        except Exception as error:  # keep serving: the failure is reported with the variant
             expected = isinstance(error, (GateFailed, VariantUnavailable, InputError, ConfigError))  # said in a line
             log.warning("building %s/%s failed%s", task, variant, f": {error}" if expected else "", exc_info=not expected)
             showdown.mark_build_failed(task, variant, f"build failed: {type(error).__name__}: {error}")

@@ -3,7 +3,7 @@
 Protocol: load each variant once, warm it up, then time rounds in which every variant runs
 once, the order rotating each round so none is favoured; report p50/p95 and speedup vs baseline.
 QA: one question over contexts of ~384 tokens (one window: the headline column), ~550 (two windows)
-and ~1,000 (three windows), batch 1: visitors paste paragraphs longer than one window, and a
+and ~1,000 (four windows), batch 1: visitors paste paragraphs longer than one window, and a
 speedup measured on one window alone hid what they saw (issue 31). Generation: a fixed one-sentence
 prompt (its token count in the workload line), greedy 64 new tokens; tokens/s and time to first token.
 """

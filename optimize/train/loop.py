@@ -92,8 +92,7 @@ def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
     log_advice(log)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
     progress = {"step": 0, "scores": [], "seconds": 0.0}
-    # the windows each epoch trains on, counted: edited data under the same paths is another run, not one to continue
-    key = {**config.resumable_key(), **(run_key or {}), "windows": str([len(windows) for windows in plan])}
+    key = {**config.resumable_key(), **(run_key or {}), "windows": str([len(windows) for windows in plan])}  # other data: another run
     if checkpoint and checkpoint.exists():
         progress = _resume(checkpoint, key, model, optimizer, scheduler, state)
     resumed_at, started = progress["step"], time.perf_counter()
