@@ -130,7 +130,7 @@ def test_a_pruned_model_recovered_on_your_data_is_built_again_when_the_data_chan
     data.write_text(json.dumps({"version": "v2.0", "data": squad.load_articles(squad.DEFAULT_SQUAD_PATH)[:3]}))
     preset = tiny_preset("qa", tiny_qa_dir, name="tiny-qa-your-data")
     pruned = Variant("pruned", "torch", Source("built"), built_from="baseline",
-                     prune=PruneSpec(recovery_steps=6, data=str(data)))
+                     prune=PruneSpec(recovery_steps=3, data=str(data)))
     preset = replace(preset, variants=(*preset.variants, pruned))
     steps = []
     real_step = torch.optim.AdamW.step
