@@ -327,17 +327,24 @@ def test_a_variant_built_from_a_baseline_since_retrained_is_built_again_at_start
     assert ("qa", "optimized") not in showdown.missing_builds()
 
 
+def fails_once_loaded(monkeypatch, module, name: str, variant: str, asked: str) -> None:
+    """`module.name` raises for `variant` when asked `asked` (a fault of ours): its load's warm-up asks something
+    else, so the variant loads and is served."""
+    real = getattr(module, name)
+
+    def call(runner, text, *args, **kwargs):
+        if runner.variant == variant and text == asked:
+            raise RuntimeError("kernel")
+        return real(runner, text, *args, **kwargs)
+    monkeypatch.setattr(module, name, call)
+
+
 def test_a_fault_in_one_variant_leaves_the_others_answers_in_a_qa_click(built_presets, monkeypatch, caplog):
     """One variant raising (a fault of ours, not the visitor's) had aborted the whole comparison: every column read
     "this variant failed" and the log held a trace per variant."""
     from models import qa
 
-    real_answer = qa.answer
-    def answer(runner, question, *args, **kwargs):  # after its load: the load's own warm-up asks something else
-        if runner.variant == "optimized" and question == "Who built houses?":
-            raise RuntimeError("kernel")
-        return real_answer(runner, question, *args, **kwargs)
-    monkeypatch.setattr(qa, "answer", answer)
+    fails_once_loaded(monkeypatch, qa, "answer", "optimized", "Who built houses?")
     showdown = Showdown(presets=dict(built_presets))
     with caplog.at_level(logging.ERROR):
         compared = showdown.compare("Pigs built houses.", "Who built houses?", ["baseline", "optimized"], False)
@@ -351,13 +358,7 @@ def test_a_generation_click_streams_every_variant_and_a_faulty_ones_error_in_its
     and yielded in its place; the next variant still streams."""
     from models import generation
 
-    real_stream = generation.stream
-
-    def stream(runner, prompt, *args, **kwargs):  # after its load: the load's warm-up generates something else
-        if runner.variant == "optimized" and prompt == "Say hello":
-            raise RuntimeError("kernel")
-        return real_stream(runner, prompt, *args, **kwargs)
-    monkeypatch.setattr(generation, "stream", stream)
+    fails_once_loaded(monkeypatch, generation, "stream", "optimized", "Say hello")
     showdown = Showdown(presets=dict(built_presets))
     with caplog.at_level(logging.ERROR):
         seen = list(showdown.stream_each("Say hello", ["optimized", "baseline"], 3))
