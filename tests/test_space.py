@@ -202,3 +202,14 @@ def test_a_deploy_error_is_one_line_with_only_huggingface_hub_installed(tmp_path
                                "SHOWDOWN_HUB_PREFIX": "o/n", "HF_HUB_OFFLINE": "0"})
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.stderr.strip().startswith("error: could not reach") and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_private_makes_an_existing_public_space_private(tiny_qa_dir, tmp_path):
+    """create_repo(exist_ok=True) leaves an existing Space as it was: `--private` deployed to a public Space and
+    reported success, the Space still public."""
+    with FakeHub() as hub:
+        hub.add_folder(f"{PREFIX}-qa-baseline", tiny_qa_dir)
+        assert deploy(hub, tmp_path).returncode == 0 and SPACE not in hub.private
+        again = deploy(hub, tmp_path, "--private")
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert SPACE in hub.private

@@ -140,6 +140,8 @@ def deploy(config: SpaceConfig, token: str | None = None) -> Deployed:
     files = space_files(config.device)
     stale = stale_files(api, config.space, files)
     api.create_repo(config.space, repo_type="space", space_sdk="gradio", exist_ok=True, private=config.private)
+    if config.private:  # create_repo leaves an existing public Space public
+        api.update_repo_settings(config.space, private=True, repo_type="space")
     api.add_space_variable(config.space, PREFIX_VARIABLE, config.hub_prefix,
                            description="Hub repos the app serves (written by python -m optimize push)")
     private = sorted(repo for repo, is_private in repos.items() if is_private)
