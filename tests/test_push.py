@@ -76,6 +76,11 @@ def test_a_card_says_what_the_app_says_a_pruned_model_missed_and_that_it_was_pru
     assert f"**Missed its accuracy gate:** {missed[0]}" in card
     assert "pruned and distilled from" in card and "(pruned: 4 heads, 512 FFN neurons" in card
     assert "No report yet" in card
+    # what the app shows beside it (its promise, forced-span and everyday scores): the card had left them out
+    shown = {"overall_f1": 59.68, "forced_f1": 78.99, "everyday_f1": 75.11, "summary": "pruned: validation F1 −3.7"}
+    card = str(variant_card(preset, pruned, resolve(preset, pruned), None, "org/demo", missed, shown))
+    assert "- Promise and its gated measures: pruned: validation F1 −3.7" in card
+    assert "forced f1 78.99" in card and "everyday f1 75.11" in card
     header = card.split("---")[1]  # the committed card's license, base model and data stay on the pushed one
     assert "license: apache-2.0" in header and "base_model:" in header and "inference-showdown" in header
 

@@ -58,8 +58,11 @@ def variant_card(preset: Preset, variant: Variant, path: Path, report: Report | 
     source = manifest.get("source") or training.get("base_model") or f"{variant.source.kind} {variant.source.location}"
     table = report_text(report, manifest)
     missed = "".join(f"- **Missed its accuracy gate:** {miss}\n" for miss in gates_missed)
-    measures = {k: v for k, v in (manifest.get('metrics') or training.get('test') or shown or {}).items()
-                if k not in ('summary', 'verifier')}
+    # a committed trained model has no manifest: the card states what the app shows (its promise, forced-span and
+    # everyday scores), not only its training's test scores
+    measures = {k: v for k, v in (manifest.get('metrics') or {**(training.get('test') or {}), **(shown or {})}).items()
+                if k not in ('summary', 'verifier', 'gates_missed')}
+    promise = (manifest.get('metrics') or {}).get('summary') or (shown or {}).get('summary') or 'see the accuracy below'
     content = f"""---
 {data.to_yaml()}
 ---
@@ -70,7 +73,7 @@ measured side by side. This repo holds the **{variant.name}** variant ({variant.
 
 - Source: {source}
 - Steps: {' → '.join(steps)}
-- Promise and its gated measures: {(manifest.get('metrics') or {}).get('summary') or 'see the accuracy below'}
+- Promise and its gated measures: {promise}
 {missed}- Accuracy (held-out): {measures_text(measures)}
 - Data: {training.get('data', 'see the source variant')} {('(split by article; test articles: ' + ', '.join(training['articles']['test']) + ')') if training else ''}
 - Library versions: `{json.dumps(manifest.get('versions', {}))}`
