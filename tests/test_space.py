@@ -213,3 +213,24 @@ def test_private_makes_an_existing_public_space_private(tiny_qa_dir, tmp_path):
         again = deploy(hub, tmp_path, "--private")
         assert again.returncode == 0, again.stderr[-3000:]
         assert SPACE in hub.private
+
+
+def test_ci_provides_the_squad_dev_file_it_checks(tmp_path):
+    """The ci workflow's data step only echoed: on GitHub every test and gate that reads SQuAD skipped. It now fetches
+    the pinned file (PROVENANCE.md's repository, commit and sha256) unless the runner has it, and checks it either way.
+    Run here on a copy (no network): the file as provided passes, a cut-short one fails the step."""
+    import shutil
+    import subprocess
+
+    from optimize.evaluate import squad
+
+    ci = yaml.safe_load((REPO_ROOT / ".github/workflows/ci.yml").read_text())
+    [step] = [step for step in ci["jobs"]["test"]["steps"] if "squad-v2-dev" in step.get("name", "")]
+    target = tmp_path / "shared/data/squad-v2-dev/dev-v2.0.json"
+    target.parent.mkdir(parents=True)
+    if not squad.DEFAULT_SQUAD_PATH.exists():
+        pytest.skip(f"SQuAD data not found at {squad.DEFAULT_SQUAD_PATH}")
+    shutil.copy(squad.DEFAULT_SQUAD_PATH, target)
+    assert subprocess.run(["bash", "-c", step["run"]], cwd=tmp_path, capture_output=True).returncode == 0
+    target.write_bytes(target.read_bytes()[:1000])
+    assert subprocess.run(["bash", "-c", step["run"]], cwd=tmp_path, capture_output=True).returncode != 0
