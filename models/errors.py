@@ -17,6 +17,11 @@ class ConfigError(ValueError):
     """A setting (option, environment or repository variable) is malformed or points at nothing."""
 
 
+def fault_message(error: Exception) -> str:
+    """A variant's column line for a fault of ours (not the visitor's): its class, the details in the server's log."""
+    return f"this variant failed ({type(error).__name__}; the server's log has the details)"
+
+
 def typed_text(value, name: str) -> str:
     """A visitor's text as the tokenizers need it ("" for none): any other type, or a lone surrogate (JSON can
     carry one; no tokenizer reads it), is said as an InputError rather than raised from inside a tokenizer."""

@@ -35,9 +35,11 @@ def warm_runtimes(task: Task, path: Path) -> None:
     thread that loads the models (their thread pools are its). Best effort: what fails here is left to the first load."""
     if task in _warmed:
         return
+    first = not _warmed
     _warmed.add(task)
     try:
-        _runtimes()
+        if first:  # the runtimes are the process's, once
+            _runtimes()
         _one_layer_forward(task, path)
     except Exception as error:  # noqa: BLE001 - a warm-up, not a load: the variant's own load reports its faults
         log.debug("warm-up for %s incomplete (%s: %s)", path, type(error).__name__, error)

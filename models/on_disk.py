@@ -3,13 +3,10 @@ anything: where its weights are, whether they still match their manifest and the
 to fix a variant that does not. The showdown's status and first-start builder ask these."""
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 from models.catalog import REPO_ROOT, Preset
 from models.manifest import built_steps, read_manifest, stale_source, verify
-
-log = logging.getLogger("showdown")
 
 
 def locate(preset: Preset, variant: str) -> Path | None:
@@ -52,10 +49,7 @@ def stale(preset: Preset, variant: str) -> str | None:
     as the old source's variant under the numbers measured against it."""
     spec = preset.variant(variant)
     source = locate(preset, spec.built_from) if spec.source.kind == "built" and spec.built_from else None
-    if source is None or not (why := stale_source(preset.built_dir(variant), source)):
-        return None
-    log.info("%s/%s is rebuilt: %s", preset.task, variant, why)
-    return why
+    return stale_source(preset.built_dir(variant), source) if source is not None else None
 
 
 def built_description(preset: Preset, variant: str, path: Path) -> str:

@@ -23,7 +23,7 @@ from typing import TypeVar
 from models import generation, qa
 from models.catalog import (REPO_ROOT, VARIANTS, Preset, Task, all_presets, chosen_variants, preset,
                             presets_from_environment)
-from models.errors import InputError, VariantUnavailable
+from models.errors import InputError, VariantUnavailable, fault_message
 from models.footprint import resident_after_release, warm_runtimes
 from models.recorded import recorded_accuracy
 from models.manifest import read_manifest, rejected_recipes, size_bytes
@@ -293,7 +293,7 @@ class Showdown:
                     errors[variant] = {"error": str(error)}
                 except Exception as error:  # noqa: BLE001 - a fault of ours in one variant: the others still answer
                     log.exception("qa/%s failed", variant)
-                    errors[variant] = {"error": f"this variant failed ({type(error).__name__}; the server's log has the details)"}
+                    errors[variant] = {"error": fault_message(error)}
         results = {v: errors.get(v) or median_call(calls[v], f"the first {TIMED_AFTER_WARM_UP}") for v in chosen}
         return with_speedups({v: results[v] for v in VARIANTS if v in results})
 
@@ -340,8 +340,10 @@ class Showdown:
         todo: list[tuple[Task, str]] = []
         for task, p in self.presets.items():
             for spec in p.variants:
-                if servable(p, spec.name) and not stale(p, spec.name):
-                    continue
+                if servable(p, spec.name):
+                    if not (why := stale(p, spec.name)):
+                        continue
+                    log.info("%s/%s is rebuilt: %s", task, spec.name, why)
                 if spec.source.kind == "package" or (spec.source.kind == "hub" and p.fetch_on_start):
                     todo.append((task, spec.name))
                 elif spec.source.kind == "built" and spec.recipe_dir and (REPO_ROOT / spec.recipe_dir).exists():

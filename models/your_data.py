@@ -19,8 +19,10 @@ import numpy as np
 
 from models import settings
 from models.catalog import chosen_variants
-from models.errors import InputError, UnknownVariant, VariantUnavailable
+from models.errors import InputError, UnknownVariant, VariantUnavailable, fault_message
 from models.squad_metric import best_of, normalize_answer
+
+log = logging.getLogger(__name__)
 
 FORMATS = ".json (SQuAD), .jsonl or .csv with columns context, question, answer (or answers)"
 
@@ -292,8 +294,8 @@ def score(answer: Callable[[str, str, str, bool], dict], items: list[Item], vari
                 skipped[variant].append(f"row {item.row}: {error}")
                 continue
             except Exception as error:  # noqa: BLE001 - a fault of ours in one variant: the others are still scored
-                logging.getLogger(__name__).exception("your data: %s failed", variant)
-                errors[variant] = f"this variant failed ({type(error).__name__}; the server's log has the details)"
+                log.exception("your data: %s failed", variant)
+                errors[variant] = fault_message(error)
                 continue
             em, f1 = best_of(list(item.answers), result["answer"])
             rows.append({"row": item.row, "variant": variant, "question": item.question,

@@ -11,6 +11,7 @@ import gradio as gr
 import pandas as pd
 
 from models.catalog import VARIANTS
+from models.errors import fault_message
 from models.showdown import Showdown
 from ui.columns import (chart_tops, check, fresh_history, page_tab, preset_picker, qa_answer_text, record, using,
                         variant_columns)
@@ -21,13 +22,10 @@ NOT_RUN = "not selected for this run"  # a column a click leaves out says so, in
 log = logging.getLogger("app")
 
 
-FAULT = "this variant failed ({}; the server's log has the details)"
-
-
 def failed(variant: str, error: Exception) -> str:
     """A column's line for a fault of ours (not the visitor's): the click goes on with the other variants."""
     log.exception("%s failed", variant)
-    return FAULT.format(type(error).__name__)
+    return fault_message(error)
 # BROWSER_LOAD: a visitor's browser on the same 2 cores takes them from the models being timed; gradio's animated
 # progress overlay and a redraw on every generated token made it take the most (experiments/app-timing), so the task
 # buttons show no overlay (their columns say what runs) and the text grows at most this often.
@@ -124,7 +122,7 @@ def generation_tab(showdown: Showdown) -> None:
         shown = 0.0
         for variant, update in showdown_here.stream_each(prompt, showdown.run_order(chosen), max_new_tokens, warm_up=True):
             if isinstance(update, Exception):  # this variant's; the others still run
-                stats[variant] = f"⚠️ {update}" if isinstance(update, USER_ERRORS) else f"⚠️ {FAULT.format(type(update).__name__)}"
+                stats[variant] = f"⚠️ {update}" if isinstance(update, USER_ERRORS) else f"⚠️ {fault_message(update)}"
                 yield [*texts.values(), *stats.values(), *unchanged()]
                 continue
             texts[variant] = update.text

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 import shutil
 from dataclasses import dataclass
@@ -94,7 +95,7 @@ def prune_and_recover(baseline_dir: Path, output: Path, spec, progress=log.info)
     features = training_features(tokenizer, examples, train_config.qa)
     # what fit steps through: the examples' windows, less the null windows an epoch leaves out (it had recorded the
     # budget asked, some fifth more steps than it ran)
-    steps = -(-len(epoch_features(features, 1, train_config, random.Random(train_config.seed))) // train_config.batch_size)
+    steps = math.ceil(len(epoch_features(features, 1, train_config, random.Random(train_config.seed))) / train_config.batch_size)
     teacher = load_baseline(baseline_dir).eval()
     heads, ffn = head_count(teacher), module(encoder_layers(teacher)[0], layout(teacher).ffn_out).in_features
     heads_kept = heads if layout(teacher).heads_fixed else max(1, round(spec.heads_kept * heads))
