@@ -14,6 +14,20 @@ import pytest
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
+
+def _share_the_cores_between_workers() -> None:
+    """pytest-xdist's workers each started models with a thread per core: four spinning threads on two cores made
+    a tiny model's PyTorch forward ~50x slower (2.4 ms alone, 133 ms beside another busy process) and phase one of
+    `.ci/run` minutes longer. Each worker, and the apps and commands it starts, gets its share of the cores."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1 and "SHOWDOWN_THREADS" not in os.environ:
+        from models.settings import usable_cpus
+
+        os.environ["SHOWDOWN_THREADS"] = str(max(1, usable_cpus() // workers))
+
+
+_share_the_cores_between_workers()
+
 from gradio_client import Client  # noqa: E402
 
 from models.catalog import REPO_ROOT

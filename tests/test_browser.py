@@ -323,16 +323,27 @@ def test_an_idle_page_asks_for_no_animation_frames_on_any_tab(browser, app_url):
     """An open page must not take the cores from the models it times (a visitor's browser often runs on them).
     Gradio 6.17.3 still starts the loop now and then on its own (1 of 36 page visits, measured); the page that
     started it on every visit fails here, at most one looping visit of three passes."""
+    import json
+    import urllib.request
+
+    from playwright.sync_api import expect
+
+    config = json.loads(urllib.request.urlopen(app_url + "config", timeout=30).read())
+    [refresh] = [index for index, event in enumerate(config["dependencies"]) if ["tick"] == [t[1] for t in event["targets"]]]
+
+    def status_refresh(response) -> bool:  # the status line's timer, answered
+        return "/run/predict" in response.url and json.loads(response.request.post_data or "{}").get("fn_index") == refresh
+
     looping = []
     for _ in range(3):
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(app_url)
-        page.get_by_role("button", name="Answer with every variant").wait_for(timeout=30_000)
-        page.wait_for_timeout(4_000)  # past the status line's first refresh
+        with page.expect_response(status_refresh, timeout=30_000):  # the page's first update after it mounted
+            page.goto(app_url)
+            page.get_by_role("button", name="Answer with every variant").wait_for(timeout=30_000)
         frames = {"Question answering": page.evaluate(ANIMATION_FRAMES)}
         for tab in ("Text generation", "Your data", "Benchmarks", "About"):
             page.get_by_role("tab", name=tab, exact=True).first.click()
-            page.wait_for_timeout(500)
+            expect(page.get_by_role("tab", name=tab, exact=True).first).to_have_attribute("aria-selected", "true")
             frames[tab] = page.evaluate(ANIMATION_FRAMES)
         page.close()
         if max(frames.values()) >= 30:  # under one frame in two; the loop makes thousands

@@ -229,7 +229,7 @@ def test_smoothquant_keeps_the_model_where_projections_have_biases(tmp_path, mod
 
 
 @pytest.mark.parametrize("block_size", [16, 128])  # 128: longer than the tiny model's rows
-def test_int8_sensitive_layers_keep_fp32_attention(tiny_llama_dir, tmp_path, block_size):
+def test_int8_sensitive_layers_keep_fp32_attention(tmp_path, block_size):
     """optimize/prune/sensitivity.py emulates INT8 attention one layer at a time, in the recipe's blocks: a
     layer whose attention input has an outlier channel (its int8 blocks lose the rest) must be the one the
     build keeps in fp32, while the other layer's attention goes INT8."""
@@ -238,12 +238,13 @@ def test_int8_sensitive_layers_keep_fp32_attention(tiny_llama_dir, tmp_path, blo
     from models.runners import load_causal_lm
     from optimize.export.onnx import save_model_like
     from optimize.quantize.recipes import OnnxRecipe
-    from tests.tiny import tiny_preset
+    from tests.tiny import tiny_llama, tiny_preset
 
-    model = load_causal_lm(tiny_llama_dir)
+    source = tiny_llama(tmp_path / "source", init_range=0.02)  # weights small beside the outlier below
+    model = load_causal_lm(source)
     with torch.no_grad():
         model.model.layers[1].input_layernorm.weight[5] = 300.0
-    save_model_like(model, tiny_llama_dir, tmp_path / "sensitive")
+    save_model_like(model, source, tmp_path / "sensitive")
     preset = tiny_preset("generation", tmp_path / "sensitive", name="tiny-generation-sensitive")
     recipe = OnnxRecipe(weight_only_bits=8, block_size=block_size, exporter="genai-builder", fp32_attention_share=0.5)
     target = build_onnx(preset, "optimized", recipe=recipe, evaluate=False)

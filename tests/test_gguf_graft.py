@@ -17,13 +17,17 @@ from optimize.quantize.recipes import OnnxRecipe, default_recipe, named_recipe
 
 
 @pytest.fixture(scope="module")
-def grid_llama(tiny_llama_dir, tmp_path_factory):
+def grid_llama(tmp_path_factory):
     """The tiny llama with its weights quantized by gguf (Q4_1 projections, Q8_0 tied embedding), the
-    dequantized model saved as the baseline, and the grid read back from gguf's bytes."""
+    dequantized model saved as the baseline, and the grid read back from gguf's bytes. Its weights are at the
+    scale the logit tolerances below were set for."""
     from gguf import GGMLQuantizationType, quantize
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
+    from tests.tiny import tiny_llama
+
+    source = tiny_llama(tmp_path_factory.mktemp("grid-source"), init_range=0.02)
+    model = AutoModelForCausalLM.from_pretrained(source)
     grid = {}
     for name, parameter in model.named_parameters():
         if parameter.ndim != 2:
@@ -37,8 +41,8 @@ def grid_llama(tiny_llama_dir, tmp_path_factory):
     baseline = tmp_path_factory.mktemp("grid-llama")
     model.save_pretrained(baseline)
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "chat_template.jinja"):
-        if (tiny_llama_dir / name).exists():
-            shutil.copy(tiny_llama_dir / name, baseline / name)
+        if (source / name).exists():
+            shutil.copy(source / name, baseline / name)
     return model, baseline, grid
 
 

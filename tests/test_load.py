@@ -43,6 +43,9 @@ def test_eight_concurrent_users_get_their_own_answers_without_errors_or_leaks(ap
     inputs = [user_inputs(user) for user in range(USERS)]
     expected = {(api, args): comparable(api, clients[0].predict(*args, api_name=api))  # one client alone
                 for calls in inputs for api, args in calls}
+    for api in ("/qa", "/generate"):  # an answer delivered to another user would show
+        answers = [answer for (called, _), answer in expected.items() if called == api]
+        assert len(set(answers)) > 1, (api, answers)
     rss_before = rss_mb()
     deadline = time.monotonic() + SECONDS
 

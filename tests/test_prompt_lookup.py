@@ -2,9 +2,38 @@
 model's own greedy output token for token on the tiny model's graph (on the real int8 variants a
 one-position pass and a wider one part texts, through GroupQueryAttention, unless every pass is on the filled
 graph: experiments/prompt-lookup/results.md, and why only `pruned-optimized` decodes with it by default)."""
+from dataclasses import dataclass, field
+
 import pytest
 
 from models.decoding import PromptLookup
+
+
+@dataclass(frozen=True)
+class RightThenWrong(PromptLookup):
+    """Drafts the plain greedy continuation (`truth`: prompt and continuation ids) with its second token wrong, so
+    every pass has a drafted token to keep and one to reject: a decoder that kept a draft unchecked, or kept the
+    rejected position's keys and values, writes another text (the tiny model's tokens depend on the prompt)."""
+    truth: tuple[int, ...] = field(default=())
+
+    def draft(self, sequence: list[int], room: int, length: int | None = None) -> list[int]:
+        right = list(self.truth[len(sequence): len(sequence) + min(length or self.draft_tokens, room, 2)])
+        return right[:1] + [(token + 1) % 1000 + 1000 for token in right[1:]]
+
+
+def right_then_wrong(runner, prompt: str, new_tokens: int) -> RightThenWrong:
+    from models import generation
+
+    prompt_ids = generation.preprocess(runner.tokenizer, prompt)
+    decoder, lookup = runner.model.decoder, runner.model.decoder.lookup
+    decoder.lookup = None
+    truth = decoder.generate(prompt_ids, new_tokens, ignore_eos=True)[0].tolist()
+    decoder.lookup = lookup
+    return RightThenWrong(truth=tuple(truth))
+
+
+def kept_one_of_each_draft(draft: dict) -> bool:
+    return draft["passes"] > 3 and draft["drafted"] == 2 * draft["passes"] and draft["accepted"] == draft["passes"]
 
 
 def test_the_draft_follows_the_most_recent_earlier_occurrence_of_the_longest_tail():
@@ -68,8 +97,9 @@ def test_lookup_keeps_the_greedy_text_of_the_same_variant(built_presets, prompt)
     looked_up = generation.generate(runner, prompt, 40, ignore_eos=True)
     assert looked_up["text"] == plain["text"] and looked_up["new_tokens"] == plain["new_tokens"] == 40
     assert looked_up["draft"]["drafted"] >= looked_up["draft"]["accepted"] >= 0
-    if "Repeat after me" in prompt:  # a random tiny model repeats itself: drafts are found and some kept
-        assert looked_up["draft"]["passes"] > 0
+    decoder.lookup = right_then_wrong(runner, prompt, 40)
+    checked = generation.generate(runner, prompt, 40, ignore_eos=True)
+    assert checked["text"] == plain["text"] and kept_one_of_each_draft(checked["draft"]), checked["draft"]
 
 
 def test_with_every_pass_two_positions_wide_lookup_keeps_the_text_of_the_same_wide_decoding(built_presets):
@@ -88,9 +118,9 @@ def test_with_every_pass_two_positions_wide_lookup_keeps_the_text_of_the_same_wi
     plain = generation.generate(runner, prompt, 40, ignore_eos=True)
     decoder.wide_steps = True
     wide = generation.generate(runner, prompt, 40, ignore_eos=True)
-    decoder.lookup = PromptLookup()
+    decoder.lookup = right_then_wrong(runner, prompt, 40)
     looked_up = generation.generate(runner, prompt, 40, ignore_eos=True)
-    assert wide["new_tokens"] == looked_up["new_tokens"] == 40 and looked_up["draft"]["passes"] > 0
+    assert wide["new_tokens"] == looked_up["new_tokens"] == 40 and kept_one_of_each_draft(looked_up["draft"])
     assert looked_up["text"] == wide["text"]
     assert wide["text"] == plain["text"]  # the tiny model's fp32 graph: the same tokens either way
 
@@ -120,8 +150,11 @@ def test_a_variant_built_with_lookup_by_default_decodes_with_it_and_keeps_its_te
     monkeypatch.delenv("SHOWDOWN_PROMPT_LOOKUP", raising=False)
     runner = load_runner("generation", "optimized", "onnxruntime", directory)
     assert runner.model.decoder.filled and runner.model.decoder.wide_steps  # the filled graph is the only one loaded
+    assert runner.model.decoder.lookup == PromptLookup()
+    assert "draft" in generation.generate(runner, prompt, 8, ignore_eos=True)
+    runner.model.decoder.lookup = right_then_wrong(runner, prompt, 40)
     looked_up = generation.generate(runner, prompt, 40, ignore_eos=True)
-    assert looked_up["draft"]["passes"] > 0
+    assert kept_one_of_each_draft(looked_up["draft"]), looked_up["draft"]
     runner.model.decoder.lookup = None  # the same wide decoding, no drafts
     assert generation.generate(runner, prompt, 40, ignore_eos=True)["text"] == looked_up["text"]
     runner.model.decoder.lookup = PromptLookup()

@@ -194,7 +194,7 @@ def test_fully_fine_tuned_decoder_is_committed_as_an_int8_delta_that_reassembles
     from optimize.prune import decoder
     from optimize.train import recover_decoder as recover
 
-    baseline_dir = tiny_llama(tmp_path / "base", layers=3)
+    baseline_dir = tiny_llama(tmp_path / "base", layers=3, init_range=0.02)  # the logit tolerances below are for this scale
     tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
     teacher = AutoModelForCausalLM.from_pretrained(baseline_dir).eval()
     student = AutoModelForCausalLM.from_pretrained(baseline_dir).eval()
@@ -228,7 +228,7 @@ def test_globally_pruned_decoder_has_per_layer_widths_in_pytorch_and_onnx(tmp_pa
     from optimize.prune import decoder
     from optimize.quantize.recipes import OnnxRecipe
 
-    baseline_dir = tiny_llama(tmp_path / "base", layers=3)
+    baseline_dir = tiny_llama(tmp_path / "base", layers=3, init_range=0.02)  # the logit tolerances below are for this scale
     tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
     model = AutoModelForCausalLM.from_pretrained(baseline_dir).eval()
     _, neurons = decoder.importance(model, [tokenizer("the quick brown fox jumps over the lazy dog", return_tensors="pt").input_ids])

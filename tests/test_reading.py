@@ -63,7 +63,18 @@ def test_an_onnx_decoder_prefills_each_paragraph_once_and_answers_as_the_app_doe
     prefix = paragraph_prefix(runner.tokenizer, data[0].context)
     prompt_ids = generation.preprocess(runner.tokenizer, PROMPT.format(context=data[0].context, question=data[0].question))
     assert prompt_ids[0, : len(prefix)].tolist() == prefix and len(prefix) > 100
+    cached, decode = [], decoder.generate
+
+    def generate_and_note_the_cached_prefix(*args, **kwargs):
+        generated = decode(*args, **kwargs)
+        cached.append(decoder.last_cached_prompt_tokens)
+        return generated
+
+    decoder.generate = generate_and_note_the_cached_prefix
     scored = measure(runner, data)
+    del decoder.generate
+    paragraph_tokens = [len(paragraph_prefix(runner.tokenizer, e.context)) for e in data]
+    assert cached == paragraph_tokens  # each prompt's prefill started after its paragraph's cached tokens
     assert decoder.prefix[0] == tuple(generation.template_prefix(runner.tokenizer))
     decoder.prefix = ((), None)  # nothing cached: every prompt prefilled in full
     for example in data:

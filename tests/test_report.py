@@ -199,10 +199,12 @@ def test_a_setting_typo_stops_an_optimize_command_in_one_line():
     import subprocess
     import sys
 
+    from models.settings import usable_cpus
+
     done = subprocess.run([sys.executable, "-m", "optimize", "report", "--task", "qa", "--rounds", "1"], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=120, env={**os.environ, "SHOWDOWN_THREADS": "two"})
     assert done.returncode == 2 and done.stderr.strip() == "error: SHOWDOWN_THREADS='two': use a whole number ≥ 1 " \
-                                                           f"(default {os.cpu_count()})", done.stderr[-2000:]
+                                                           f"(default {usable_cpus()})", done.stderr[-2000:]
 
 
 def test_a_variant_that_does_not_load_is_named_in_the_report_not_left_out_in_silence(built_presets, tmp_path):

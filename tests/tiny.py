@@ -55,7 +55,7 @@ def tiny_encoder(directory: Path, model_type: str, seed: int = 0) -> Path:
     return directory
 
 
-def tiny_llama(directory: Path, seed: int = 0, layers: int = 2, init_range: float = 0.02) -> Path:
+def tiny_llama(directory: Path, seed: int = 0, layers: int = 2, init_range: float = 0.2) -> Path:
     """`init_range` 0.2 makes the greedy tokens depend on the prompt (at 0.02 every prompt gives
     one repeated token, which no decoding bug can change)."""
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
