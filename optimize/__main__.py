@@ -26,9 +26,9 @@ def main(argv: list[str] | None = None) -> int:
 
         settings.check_model_settings()  # a typo: one line, before any work
         return runs[args.command](args) or 0
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stopped:  # a training run stopped by a signal says how to continue it
+        print(str(stopped) or "interrupted", file=sys.stderr)
+        return getattr(stopped, "exit_code", 130)
     except BaseException as error:
         message = user_message(error)
         if message is None or os.environ.get("SHOWDOWN_DEBUG") == "1":

@@ -152,13 +152,15 @@ def test_jemalloc_is_left_alone_only_when_it_keeps_freed_pages():
 @pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
 def test_sigterm_or_ctrl_c_stops_a_run_after_its_step_with_a_checkpoint(signum, tmp_path):
     """`kill PID` on a background job, or Ctrl-C (which had lost every step since the last checkpoint): the step in
-    flight finishes, a checkpoint records it, and the handler before the run is back."""
+    flight finishes, a checkpoint records it, and the handler before the run is back. The command then ends as
+    interrupted, saying how to continue (it had exited 0, so `train-qa ... && build ...` built on a stopped run)."""
     import os
     import signal
 
     signum = getattr(signal, signum)
 
-    from optimize.train.loop import fit
+    from optimize.__main__ import main
+    from optimize.train.loop import TrainingStopped, fit
 
     model, tokenizer, features, config = _tiny_run(tmp_path)
     checkpoint = tmp_path / "job" / "checkpoint.pt"
@@ -171,11 +173,36 @@ def test_sigterm_or_ctrl_c_stops_a_run_after_its_step_with_a_checkpoint(signum, 
         return model(**batch).loss
 
     before = signal.getsignal(signum)
-    scores = fit(model, features, tokenizer.pad_token_id, config, lambda epoch: 0.0, loss_fn, checkpoint=checkpoint)
-    assert scores == [] and len(calls) == 3
+    with pytest.raises(TrainingStopped) as stopped:
+        fit(model, features, tokenizer.pad_token_id, config, lambda epoch: 0.0, loss_fn, checkpoint=checkpoint)
+    assert len(calls) == 3 and stopped.value.exit_code == 128 + signum
     assert torch.load(checkpoint, weights_only=False)["progress"]["step"] == 3
     assert signal.getsignal(signum) is before
+    with pytest.MonkeyPatch.context() as patch:  # how the command ends: the message, and 128 + the signal
+        patch.setattr("optimize.commands.train_qa.run", lambda args: (_ for _ in ()).throw(stopped.value))
+        assert main(["train-qa"]) == 128 + signum
 
+
+def test_ctrl_c_stops_a_run_without_a_checkpoint_at_once(tmp_path):
+    """A build's recovery has no checkpoint to continue from: Ctrl-C had stopped it after the step and returned the
+    barely trained student as recovered, so the build published it and exited 0. Now it is an interruption."""
+    import os
+    import signal
+
+    from optimize.train.loop import fit
+
+    model, tokenizer, features, config = _tiny_run(tmp_path)
+    calls = []
+
+    def loss_fn(model, batch):
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return model(**batch).loss
+
+    with pytest.raises(KeyboardInterrupt):
+        fit(model, features, tokenizer.pad_token_id, config, lambda epoch: 0.0, loss_fn)
+    assert len(calls) == 3
 
 def test_a_stopped_pruning_recovery_prunes_the_same_way_and_continues_to_the_same_weights(tmp_path):
     """The QA recovery job (optimize/train/recover_qa.py) prunes again on resume and loads its

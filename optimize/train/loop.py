@@ -102,7 +102,9 @@ def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
             seconds = progress["seconds"] + time.perf_counter() - started
             _save_checkpoint(checkpoint, key, {**progress, "seconds": seconds}, model, optimizer, scheduler, state)
 
-    stop, step, windows_done = _StopOnSigterm(), 0, 0
+    # a stop after the step only where a checkpoint lets the same command continue; without one (a build's recovery)
+    # Ctrl-C and SIGTERM stop at once, as anywhere else: a run cut short is never returned as trained
+    stop, step, windows_done = _StopOnSigterm(active=checkpoint is not None), 0, 0
     for epoch in range(1, config.epochs + 1):
         model.train()
         for batch in batches(plan[epoch - 1], config.batch_size, rng):  # always drawn: keeps `rng` in step on resume
@@ -131,6 +133,9 @@ def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
                 stop.restore()
                 save()
                 log.info("stopped after step %d/%d; checkpoint %s (the same command continues)", step, total_steps, checkpoint)
+                if stop.requested:  # a command stopped by a signal ends as interrupted, not as done (`a && b` stops)
+                    raise TrainingStopped(stop.signum, f"training stopped after step {step}/{total_steps}; checkpoint "
+                                                       f"{checkpoint}: run the same command to continue")
                 return progress["scores"]
         if len(progress["scores"]) < epoch:
             model.eval()
@@ -142,6 +147,15 @@ def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
     return progress["scores"]
 
 
+class TrainingStopped(KeyboardInterrupt):
+    """A run stopped by SIGTERM or Ctrl-C after its checkpoint: the command says how to continue and exits 128 +
+    the signal's number, as a process the signal had ended would."""
+
+    def __init__(self, signum: int, message: str) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
 class _StopOnSigterm:
     """A SIGTERM or a Ctrl-C while training asks for a checkpoint after the current step (main thread only: Python
     delivers signals there); a second Ctrl-C stops at once. Ctrl-C had stopped mid-step, losing every step since the
@@ -149,10 +163,10 @@ class _StopOnSigterm:
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    def __init__(self) -> None:
-        self.requested = False
+    def __init__(self, active: bool = True) -> None:
+        self.requested, self.signum = False, 0
         self.previous: dict = {}
-        if threading.current_thread() is threading.main_thread():
+        if active and threading.current_thread() is threading.main_thread():
             self.previous = {signum: signal.signal(signum, self._request) for signum in self.SIGNALS}
 
     def _request(self, signum, frame) -> None:
@@ -160,7 +174,7 @@ class _StopOnSigterm:
             raise KeyboardInterrupt
         log.info("%s: stopping after this step with a checkpoint%s", signal.Signals(signum).name,
                  " (Ctrl-C again stops at once)" if signum == signal.SIGINT else "")
-        self.requested = True
+        self.requested, self.signum = True, signum
 
     def restore(self) -> None:
         for signum, previous in self.previous.items():
