@@ -134,7 +134,8 @@ def test_training_and_pruning_refuse_a_value_no_run_can_use_before_writing_anyth
 
 def test_build_model_says_what_a_folder_lacks_before_it_writes_the_catalog(tmp_path, capsys, tiny_qa_dir, monkeypatch):
     """A QA model with --task generation, a folder without weights or without a tokenizer had printed "baseline:
-    ready", then tracebacks minutes later, and had rewritten the catalog's working preset of the same name."""
+    ready", then tracebacks minutes later, and had rewritten the catalog's working preset of the same name; an encoder
+    with no QA head had built four "ready" variants of a random head."""
     import shutil
 
     from models.errors import InputError
@@ -147,8 +148,12 @@ def test_build_model_says_what_a_folder_lacks_before_it_writes_the_catalog(tmp_p
     no_tokenizer.mkdir()
     for name in ("config.json", "model.safetensors"):
         shutil.copy(tiny_qa_dir / name, no_tokenizer / name)
+    bare = tmp_path / "bare-encoder"  # all-MiniLM-L6-v2 itself: its head would have been random weights, gated on
+    shutil.copytree(tiny_qa_dir, bare)
+    (bare / "config.json").write_text((bare / "config.json").read_text().replace("BertForQuestionAnswering", "BertModel"))
     cases = {
         (str(tiny_qa_dir), "generation"): "holds a BertForQuestionAnswering, a qa model: --task qa",
+        (str(bare), "qa"): "holds a BertModel, which has no question-answering head",
         (str(no_weights), "qa"): "has no weights",
         (str(no_tokenizer), "qa"): "has no tokenizer that loads",
     }

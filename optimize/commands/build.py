@@ -102,6 +102,10 @@ def check_model_folder(model: Path, task: str) -> None:
     named = [t for t, suffixes in heads.items() for head in architectures if str(head).endswith(suffixes)]
     if named and task not in named:
         raise InputError(f"{model} holds a {architectures[0]}, a {named[0]} model: --task {named[0]}")
+    if architectures and not named:  # a bare encoder or decoder: the head would be random weights, and every gate
+        kind = "question-answering" if task == "qa" else "language-model"  # compares variants of that random model
+        raise InputError(f"{model} holds a {architectures[0]}, which has no {kind} head: train one first "
+                         f"(a {'...ForQuestionAnswering' if task == 'qa' else '...ForCausalLM'} model)")
     classes = {"qa": MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES, "generation": MODEL_FOR_CAUSAL_LM_MAPPING_NAMES}[task]
     if model_type not in classes:
         raise InputError(f"{model} is a '{model_type}' model, for which transformers has no "
