@@ -37,6 +37,7 @@ POINTS = {"validation_f1": 1.0, "validation_forced_f1": 1.0,  # what QA's gates 
           "identical_continuations_pct": 5.0, "instruction_pct": 5.0}
 RELATIVE = {"perplexity": 0.01, "reference_perplexity": 0.01}
 INTERVALS = {"reading_f1": "reading_f1_ci95", "reference_reading_f1": "reference_reading_f1_ci95"}
+NOT_BUILT = "not built with its gates measured"
 
 
 @dataclass
@@ -93,7 +94,7 @@ def verify_preset(preset: Preset, progress: Callable[[str], None] = log.info,
             manifest = read_manifest(directory) if spec.source.kind == "built" else None
             if not manifest or not manifest.get("metrics") or not spec.built_from:
                 if spec.name in variants:  # asked for by name: say it, never pass by measuring nothing
-                    findings.append(Finding(spec.name, "not built with its gates measured", None, None, "not verified"))
+                    findings.append(Finding(spec.name, NOT_BUILT, None, None, "not verified"))
                 continue
             recorded = manifest["metrics"]
             promise = gates.promise_of(spec.runtime, recorded)
@@ -151,9 +152,11 @@ def run(tasks: list[Task], output: Path = REPORTS_DIR, variants: tuple[str, ...]
                   "variants are measured against, and verify measures it as theirs", file=sys.stderr)
             return 2
         findings = verify_preset(preset, print, variants)
-        if not findings:  # nothing built with its gates measured: no report of nothing, and never a pass
-            print(f"error: nothing of {preset.name} to verify: build it first "
-                  f"(python -m optimize build --task {task} --variant optimized …)", file=sys.stderr)
+        unbuilt = [f.variant for f in findings if f.measure == NOT_BUILT]
+        if not findings or unbuilt:  # no report of nothing (it had replaced the committed one), and never a pass
+            print(f"error: {', '.join(unbuilt) or 'nothing'} of {preset.name} built with its gates measured here: "
+                  f"build it first (python -m optimize build --task {task} --variant …); no report written",
+                  file=sys.stderr)
             failed = True
             continue
         text = markdown(task, preset, findings, variants)

@@ -96,3 +96,24 @@ def test_the_report_shows_each_variants_paired_difference_to_the_baseline_with_i
     table = (tmp_path / "instructions.md").read_text()
     assert "vs baseline, points (95 % CI, prompts resampled)" in table
     assert f"| optimized | {variants['optimized']['passed']}/4 |" in table and "| baseline | " in table
+
+
+def test_no_variant_that_loads_is_an_error_that_writes_no_report(tmp_path, generation_preset):
+    """A preset with nothing built had replaced the committed reports/instructions.json with an empty table, exit 0."""
+    import dataclasses
+
+    import pytest
+
+    from models.errors import VariantUnavailable
+    from models.showdown import Showdown
+    from optimize.__main__ import user_message
+    from optimize.evaluate import instructions
+
+    gone = tuple(dataclasses.replace(v, source=dataclasses.replace(v.source, location=str(tmp_path / "moved")))
+                 if v.name == "baseline" else v for v in generation_preset.variants)  # the source folder moved away
+    nothing_built = dataclasses.replace(generation_preset, name="tiny-generation-unbuilt", variants=gone)
+    (tmp_path / "instructions.json").write_text("earlier report")
+    with pytest.raises(VariantUnavailable) as error:
+        instructions.run(tmp_path, Showdown(presets={"generation": nothing_built}))
+    assert "no generation variant of tiny-generation-unbuilt loads" in user_message(error.value)
+    assert (tmp_path / "instructions.json").read_text() == "earlier report"

@@ -37,7 +37,8 @@ def test_no_record_is_read_while_verifying(tmp_path, monkeypatch):
 
 def test_verify_measures_only_the_variants_named_and_says_when_one_cannot_be(monkeypatch, tmp_path, capsys):
     """`verify --variant V` re-measures V alone (a rebuilt variant, without the hour the others take); a variant
-    named but not built with its gates is reported as not verified, and an unknown name is an error, never a pass."""
+    named but not built with its gates is an error that leaves its earlier report alone (a stub had replaced the
+    committed one), and an unknown name is an error, never a pass."""
     from optimize import verify
     from optimize.evaluate import accuracy
 
@@ -70,8 +71,11 @@ def test_verify_measures_only_the_variants_named_and_says_when_one_cannot_be(mon
     assert not (tmp_path / "verify-generation.md").exists()  # the whole-preset report is left as it was
     assert verify.run(["generation"], tmp_path) == 0 and measured[-2:] == ["optimized", "pruned-optimized"]  # all
     unbuilt.add("pruned-optimized")
+    (tmp_path / "verify-generation-pruned-optimized.md").write_text("earlier report")
+    capsys.readouterr()
     assert verify.run(["generation"], tmp_path, ("pruned-optimized",)) == 1  # named, not built: not verified
-    assert "not verified" in (tmp_path / "verify-generation-pruned-optimized.md").read_text()
+    assert "pruned-optimized of probe built with its gates measured here: build it first" in capsys.readouterr().err
+    assert (tmp_path / "verify-generation-pruned-optimized.md").read_text() == "earlier report"  # not replaced by a stub
     assert verify.run(["generation"], tmp_path, ("optimised",)) == 2
     assert "has no variant optimised" in capsys.readouterr().err
     assert verify.run(["generation"], tmp_path, ("baseline",)) == 2  # had written a report of one "not verified" row
@@ -81,7 +85,7 @@ def test_verify_measures_only_the_variants_named_and_says_when_one_cannot_be(mon
     unbuilt.update({"optimized"})
     (tmp_path / "verify-generation.md").write_text("earlier report")
     assert verify.run(["generation"], tmp_path) == 1
-    assert "nothing of probe to verify" in capsys.readouterr().err
+    assert "nothing of probe built with its gates measured here" in capsys.readouterr().err
     assert (tmp_path / "verify-generation.md").read_text() == "earlier report"
 
 

@@ -125,6 +125,9 @@ def run(output: Path | None = None, showdown=None) -> dict:
             logging.getLogger("optimize.evaluate.instructions").info("generation/%s not measured: %s", variant, error)
             continue
         results[variant] = measure(runner)
+    if not results:  # a report of nothing had replaced the committed one, and the command exited 0
+        raise VariantUnavailable(f"no generation variant of {showdown.preset('generation').name} loads: build them "
+                                 "first (python -m optimize build --task generation …); no report written")
     baseline = results.get("baseline")
     base = baseline["instruction_pct"] if baseline else 0  # no share of a baseline that passed nothing
     for result in results.values():
