@@ -164,7 +164,10 @@ def test_build_model_says_what_a_folder_lacks_before_it_writes_the_catalog(tmp_p
     assert main(["build", "--model", str(tiny_qa_dir), "--task", "qa", "--variant", "optimized"]) == 2
     assert "--model builds all four variants" in capsys.readouterr().err
     assert main(["build", "--model", str(tiny_qa_dir), "--task", "qa", "--data", str(tmp_path / "none.json")]) == 2
-    assert "--data" in capsys.readouterr().err and not catalog_path().exists()  # nothing written for any of them
+    assert "--data" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text("{bad")  # it had built the baseline and optimized first, then a traceback
+    assert main(["build", "--model", str(tiny_qa_dir), "--task", "qa", "--data", str(tmp_path / "bad.json")]) == 2
+    assert "is not a SQuAD-style JSON file" in capsys.readouterr().err and not catalog_path().exists()  # nothing written
     # a second model under a name the catalog holds replaces it only when asked
     add_preset("/models/one/tiny", "qa")
     with pytest.raises(InputError, match="preset 'tiny' already holds /models/one/tiny \\(qa\\); pass --name"):

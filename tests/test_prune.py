@@ -465,7 +465,33 @@ def test_prune_qa_distils_on_the_baselines_training_articles_only(monkeypatch, t
                         taught.append(config) or {"stopped": True, "checkpoint": "-"})
     parser = argparse.ArgumentParser()
     command.add_arguments(parser)
-    command.run(parser.parse_args(["--task", "qa", "--baseline", str(baseline), "--output", str(tmp_path / "out")]))
-    articles = squad.load_articles(taught[0].data)
-    validating = {articles[i]["title"] for i in threshold_split(baseline).validation}
-    assert validating and not validating & {example.article for example in training_examples(taught[0], articles)}
+    (tmp_path / "dev.json").symlink_to(squad.DEFAULT_SQUAD_PATH)
+    for data in ([], ["--data", str(squad.DEFAULT_SQUAD_PATH)], ["--data", str(tmp_path / "dev.json")]):  # named or not
+        command.run(parser.parse_args(["--task", "qa", "--baseline", str(baseline), "--output", str(tmp_path / "out"), *data]))
+    for config in taught:
+        articles = squad.load_articles(config.data)
+        validating = {articles[i]["title"] for i in threshold_split(baseline).validation}
+        assert validating and not validating & {example.article for example in training_examples(config, articles)}
+
+
+@requires_squad()
+def test_a_builds_recovery_data_may_not_hold_the_articles_that_gate_it(tmp_path):
+    """`PruneSpec.data` pointing at the dev file had trained on all sixteen articles, the test ones included; a file
+    holding a validation or test article is refused, the dev file itself is read by the gates' split."""
+    import json
+
+    from models.errors import InputError
+    from models.preset import PruneSpec
+    from optimize.evaluate import squad
+    from optimize.train.recover_qa import recovery_train_config
+    from tests.tiny import tiny_qa
+
+    baseline = tiny_qa(tmp_path / "baseline")
+    articles = squad.load_articles(squad.DEFAULT_SQUAD_PATH)
+    (tmp_path / "mine.json").write_text(json.dumps({"data": [articles[0], articles[14]]}))  # Force: a test article
+    with pytest.raises(InputError, match="French_and_Indian_War|Force|Warsaw"):
+        recovery_train_config(baseline, tmp_path / "out", PruneSpec(data=str(tmp_path / "mine.json")))
+    config = recovery_train_config(baseline, tmp_path / "out", PruneSpec(data=str(squad.DEFAULT_SQUAD_PATH)))
+    assert config.split == squad.WIDE_VALIDATION
+    (tmp_path / "clean.json").write_text(json.dumps({"data": articles[:2]}))
+    assert recovery_train_config(baseline, tmp_path / "out", PruneSpec(data=str(tmp_path / "clean.json"))).split.train == (0, 1)

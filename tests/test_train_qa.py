@@ -10,6 +10,7 @@ from models.qa import QAConfig
 from models.sources import minilm_path
 from optimize.evaluate.squad import Example
 from optimize.train.finetune_qa import TrainConfig, answerability_loss, epoch_features, training_features
+from tests.conftest import requires_squad
 
 
 def test_labels_point_at_the_answer_tokens_and_cls_for_no_answer():
@@ -344,3 +345,24 @@ def test_keeping_an_epoch_in_fp16_leaves_the_weights_in_training_as_they_were(ti
     save_fp16(model, tmp_path / "kept")
     assert all(torch.equal(before[name], parameter) for name, parameter in model.named_parameters())
     assert {tensor.dtype for tensor in load_file(tmp_path / "kept" / "model.safetensors").values()} == {torch.float16}
+
+
+@requires_squad()
+def test_a_data_file_that_is_not_squads_layout_is_one_line_before_any_training(tmp_path, capsys):
+    """A malformed --data file had ended in a JSONDecodeError, KeyError or IsADirectoryError traceback, and a valid
+    file with fewer articles than the split reads in an IndexError, after training when it had 13 to 15."""
+    import json
+
+    from optimize.__main__ import main
+    from optimize.evaluate import squad
+
+    articles = squad.load_articles(squad.DEFAULT_SQUAD_PATH)
+    files = {"bad.json": "{bad", "nodata.json": json.dumps({"foo": 1}), "short.json": json.dumps({"data": articles[:13]})}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    expected = {"bad.json": "is not a SQuAD-style JSON file", "nodata.json": "is not a SQuAD-style JSON file",
+                "short.json": "has 13 articles; this run's split reads articles by index up to 15", ".": "is a folder"}
+    for name, message in expected.items():
+        assert main(["train-qa", "--data", str(tmp_path / name), "--output", str(tmp_path / "out"), "--no-extra-data"]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, (name, err[-2000:])

@@ -133,8 +133,16 @@ def _build_model(args) -> int:
     if args.variant:
         raise InputError("--model builds all four variants; --variant is for a preset already in the catalog "
                          "(build --preset NAME --variant X)")
-    if spec.data and not Path(spec.data).expanduser().is_file():  # read by the pruned step, minutes in
-        raise InputError(f"--data {spec.data}: no such file")
+    if spec.data:  # read by the pruned step, minutes in: its layout and articles are checked before anything is built
+        from optimize.evaluate import squad
+
+        data = Path(spec.data).expanduser()
+        if not data.exists():
+            raise InputError(f"--data {spec.data}: no such file")
+        squad.load_articles(data)
+        if not squad.is_dev_file(data) and (held_out := squad.held_out_articles_in(data)):
+            raise InputError(f"--data {spec.data} holds articles the pruned model is gated and measured on "
+                             f"({', '.join(held_out)}): leave them out of the recovery data")
     model = Path(args.model).expanduser()
     looks_like_a_path = args.model.startswith((".", "/", "~")) or args.model.count("/") > 1 or model.exists()
     if looks_like_a_path:  # everything a folder can lack is said before anything is written to the catalog

@@ -97,6 +97,7 @@ def _generation(args: argparse.Namespace) -> int:
 
 
 def _qa(args: argparse.Namespace) -> int:
+    from optimize.evaluate import squad
     from optimize.evaluate.accuracy import threshold_split
     from optimize.evaluate.gates import GateFailed
     from optimize.prune.encoder import PruneConfig
@@ -110,7 +111,7 @@ def _qa(args: argparse.Namespace) -> int:
                          answerable_first_epochs=0, threads=args.threads,
                          batch_size=args.batch_size, score_test=not args.no_test)
     data_options(config, args)
-    if not getattr(args, "data", None):  # the dev file: the baseline's own split, whose validation articles must not
+    if squad.is_dev_file(config.data):  # named or not: the baseline's own split, whose validation articles must not
         config.split = threshold_split(args.baseline)  # teach the student (its promise is measured on them)
     if args.save_compact:
         print(f"compact checkpoint (commit it to continue in a fresh clone): {save_compact(config)}")

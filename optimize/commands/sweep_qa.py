@@ -21,11 +21,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from models.sources import model_folder
+    from optimize.evaluate import squad
+    from optimize.evaluate.accuracy import threshold_split
     from optimize.train import sweep_encoder
     from optimize.train.finetune_qa import TrainConfig
 
     model_folder(args.baseline)  # a wrong path had been taken for a Hub id, in a traceback
     config = TrainConfig()
     data_options(config, args)
+    if squad.is_dev_file(config.data):  # heads and neurons ranked on the baseline's training articles only
+        config.split = threshold_split(args.baseline)
     sweep_encoder.recovered(args.recovered, args.baseline) if args.recovered else sweep_encoder.run(args.baseline, config)
     return 0

@@ -56,10 +56,46 @@ class ArticleSplit:
 WIDE_VALIDATION = ArticleSplit(train=tuple(range(0, 9)), validation=(9, 10, 11, 12), test=(13, 14, 15))
 
 
-def load_articles(path: Path = DEFAULT_SQUAD_PATH) -> list[dict]:
+def load_articles(path: Path = DEFAULT_SQUAD_PATH, split: ArticleSplit | None = None) -> list[dict]:
+    """The file's articles; a file that is not SQuAD's layout, or has fewer articles than `split` names (a user's
+    --data file), is refused here in one line rather than as a traceback after hours of training."""
+    from models.errors import InputError
+
     if not Path(path).exists():
         raise FileNotFoundError(f"SQuAD 2.0 data not found at {path}; pass --data PATH")
-    return json.loads(Path(path).read_text())["data"]
+    if not Path(path).is_file():
+        raise InputError(f"{path} is a folder, not a SQuAD-style JSON file")
+    try:
+        articles = json.loads(Path(path).read_text())["data"]
+        if not isinstance(articles, list) or not all(isinstance(a, dict) and "paragraphs" in a for a in articles):
+            raise TypeError
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        raise InputError(f"{path} is not a SQuAD-style JSON file ({{\"data\": [articles with \"paragraphs\"]}})") from None
+    needed = max((*split.train, *split.validation, *split.test), default=-1) + 1 if split else 0
+    if len(articles) < needed:
+        raise InputError(f"{path} has {len(articles)} articles; this run's split reads articles by index up to "
+                         f"{needed - 1} (the SQuAD 2.0 dev file's layout: {needed} articles or more)")
+    return articles
+
+
+def is_dev_file(path: Path | str | None) -> bool:
+    """`path` is the SQuAD 2.0 dev file the gates read (named any way): its articles are split by index, never all
+    trained on."""
+    try:
+        return path is not None and Path(path).resolve().samefile(DEFAULT_SQUAD_PATH)
+    except OSError:
+        return False
+
+
+def held_out_articles_in(path: Path) -> list[str]:
+    """Titles of the dev file's validation and test articles (`WIDE_VALIDATION`) whose paragraphs `path` also holds:
+    a user's recovery data must not teach the articles that gate and measure the result."""
+    if not DEFAULT_SQUAD_PATH.exists():
+        return []
+    held_out = load_articles(DEFAULT_SQUAD_PATH, WIDE_VALIDATION)
+    contexts = {p["context"] for a in load_articles(path) for p in a["paragraphs"]}
+    return [held_out[i]["title"] for i in (*WIDE_VALIDATION.validation, *WIDE_VALIDATION.test)
+            if any(p["context"] in contexts for p in held_out[i]["paragraphs"])]
 
 
 def examples(articles: list[dict], indices: tuple[int, ...]) -> list[Example]:

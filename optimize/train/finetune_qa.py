@@ -341,7 +341,7 @@ def _train(config: TrainConfig, checkpoint: Path, stop_after: int | None) -> dic
 
     torch.set_num_threads(config.threads)
     seed_everything(config.seed)
-    articles = squad.load_articles(config.data)
+    articles = squad.load_articles(config.data, config.split)
     train_data = training_examples(config, articles)
     validation_data = squad.examples(articles, config.split.validation)
     base = config.base or minilm_path()

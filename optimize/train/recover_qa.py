@@ -63,11 +63,15 @@ def recovery_train_config(baseline_dir: Path, output: Path, spec):
     """One epoch of the recovery budget on the dev file's training articles of the split the build will gate the
     pruned model on (`threshold_split`: its verifier, threshold and promise are read on that split's validation
     articles, so none of them may teach it), or on `spec.data` (another file: every article trains)."""
+    from models.errors import InputError
     from optimize.evaluate import squad
     from optimize.evaluate.accuracy import threshold_split
     from optimize.train.finetune_qa import TrainConfig
 
-    if spec.data:  # the default split read the file's first twelve articles: fewer failed, more were left out
+    if spec.data and not squad.is_dev_file(spec.data):  # the default split read the file's first twelve articles
+        if held_out := squad.held_out_articles_in(Path(spec.data)):
+            raise InputError(f"--data {spec.data} holds articles the pruned model is gated and measured on "
+                             f"({', '.join(held_out)}): leave them out of the recovery data")
         every = squad.ArticleSplit(train=tuple(range(len(squad.load_articles(Path(spec.data))))), validation=(), test=())
         where = {"data": Path(spec.data), "extra_data": (), "split": every}
     else:
@@ -89,7 +93,7 @@ def prune_and_recover(baseline_dir: Path, output: Path, spec, progress=log.info)
     train_config = recovery_train_config(baseline_dir, output, spec)
     seed_everything(train_config.seed)
     tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
-    examples = training_examples(train_config, squad.load_articles(train_config.data))
+    examples = training_examples(train_config, squad.load_articles(train_config.data, train_config.split))
     # one epoch is exactly the recovery budget: the schedule warms up and decays within it
     examples = random.Random(train_config.seed).sample(examples, min(len(examples), spec.recovery_steps * train_config.batch_size))
     features = training_features(tokenizer, examples, train_config.qa)
@@ -150,7 +154,7 @@ def _run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: 
     torch.set_num_threads(train_config.threads)
     seed_everything(train_config.seed)
     prune_config.check_fits(AutoConfig.from_pretrained(baseline_dir))
-    articles = squad.load_articles(train_config.data)
+    articles = squad.load_articles(train_config.data, train_config.split)
     tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
     features = training_features(tokenizer, training_examples(train_config, articles), train_config.qa)
     if train_share < 1.0:
