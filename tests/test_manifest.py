@@ -128,8 +128,22 @@ def test_training_and_pruning_refuse_a_value_no_run_can_use_before_writing_anyth
     from models.errors import ConfigError
     from optimize.prune.decoder import DecoderPruneConfig
 
-    with pytest.raises(ConfigError, match="the model has 30 layers of 1536 FFN neurons; asked to drop 30 layers"):
-        DecoderPruneConfig(layers_dropped=30).check_fits(SimpleNamespace(intermediate_size=1536, num_hidden_layers=30))
+    with pytest.raises(ConfigError, match="the model has 30 layers of 1536 FFN neurons; asked to drop 29 layers"):
+        DecoderPruneConfig(layers_dropped=29).check_fits(SimpleNamespace(intermediate_size=1536, num_hidden_layers=30))
+    # the first and last layers stay: asked for every other layer and more, the plan had dropped fewer than recorded
+    import torch
+
+    from optimize.prune.decoder import plan
+    with pytest.raises(ConfigError, match="at most 28 can be dropped \\(asked 29\\)"):
+        plan(torch.arange(30.0), torch.ones(30, 8), DecoderPruneConfig(layers_dropped=29, ffn_kept=8))
+    assert len(plan(torch.arange(30.0), torch.ones(30, 8), DecoderPruneConfig(layers_dropped=28, ffn_kept=8))[0]) == 28
+    # DistilBERT's config names its FFN width hidden_dim: `prune --task qa` on it had been an AttributeError
+    from transformers import DistilBertConfig
+
+    from optimize.prune.encoder import PruneConfig
+    with pytest.raises(ConfigError, match="the model has 12 heads and 3072 FFN neurons per layer and 6 layers"):
+        PruneConfig(heads_kept=4, ffn_kept=512, layers_dropped=6).check_fits(DistilBertConfig())
+    PruneConfig(heads_kept=4, ffn_kept=512, layers_dropped=5).check_fits(DistilBertConfig())
 
 
 def test_build_model_says_what_a_folder_lacks_before_it_writes_the_catalog(tmp_path, capsys, tiny_qa_dir, monkeypatch):

@@ -495,3 +495,14 @@ def test_a_builds_recovery_data_may_not_hold_the_articles_that_gate_it(tmp_path)
     assert config.split == squad.WIDE_VALIDATION
     (tmp_path / "clean.json").write_text(json.dumps({"data": articles[:2]}))
     assert recovery_train_config(baseline, tmp_path / "out", PruneSpec(data=str(tmp_path / "clean.json"))).split.train == (0, 1)
+
+
+def test_a_build_cut_that_drops_every_encoder_layer_is_refused(tiny_qa_dir, tmp_path):
+    """The build's path for a user's QA model had removed every layer, then recovered and gated what was left."""
+    from models.errors import ConfigError
+    from models.preset import PruneSpec
+    from optimize.train.recover_qa import prune_and_recover
+
+    with pytest.raises(ConfigError, match="the model has 2 layers; asked to drop 2"):
+        prune_and_recover(tiny_qa_dir, tmp_path / "out", PruneSpec(layers_dropped=2))
+    assert not (tmp_path / "out").exists()

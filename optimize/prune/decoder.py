@@ -45,7 +45,7 @@ class DecoderPruneConfig:
     def check_fits(self, model_config) -> None:
         """Said before any work when the cut asks more than the model has (a transformers config)."""
         width, layers = model_config.intermediate_size, model_config.num_hidden_layers
-        if self.ffn_kept > width or self.layers_dropped >= layers:
+        if self.ffn_kept > width or self.layers_dropped > layers - 2:  # `plan` keeps the first and the last layer
             raise ConfigError(f"the model has {layers} layers of {width} FFN neurons; asked to drop "
                               f"{self.layers_dropped} layers and keep {self.ffn_kept} neurons")
 
@@ -97,6 +97,9 @@ def plan(influence: torch.Tensor, neurons: torch.Tensor, config: DecoderPruneCon
     """(dropped layers: the least influential, never the first or last; kept FFN neurons per
     remaining layer, keyed by its new index: the strongest `ffn_kept`, in their original order)."""
     candidates = [i for i in influence.argsort().tolist() if 0 < i < len(influence) - 1]
+    if config.layers_dropped > len(candidates):  # it had dropped fewer than asked, under a record of the number asked
+        raise ConfigError(f"the model has {len(influence)} layers; the first and last stay, so at most {len(candidates)} "
+                          f"can be dropped (asked {config.layers_dropped})")
     dropped = sorted(candidates[: config.layers_dropped])
     kept = [i for i in range(len(influence)) if i not in dropped]
     if config.ffn_pruned_share:

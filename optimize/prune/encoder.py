@@ -43,7 +43,8 @@ class PruneConfig:
 
     def check_fits(self, model_config) -> None:
         """Said before any work when the cut asks more than the model has (a transformers config)."""
-        heads, width, layers = model_config.num_attention_heads, model_config.intermediate_size, model_config.num_hidden_layers
+        width = getattr(model_config, "intermediate_size", None) or model_config.hidden_dim  # DistilBERT: hidden_dim
+        heads, layers = model_config.num_attention_heads, model_config.num_hidden_layers
         if self.heads_kept > heads or self.ffn_kept > width or self.layers_dropped >= layers:
             raise ConfigError(f"the model has {heads} heads and {width} FFN neurons per layer and {layers} layers; "
                               f"asked to keep {self.heads_kept} heads and {self.ffn_kept} neurons and drop {self.layers_dropped} layers")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from models.errors import ConfigError
 from optimize.evaluate.squad import collate
 from optimize.train.allocator import log_advice
 
@@ -199,9 +200,10 @@ ADDED_KEYS = ("windows", "teacher_sha256")  # run keys added after checkpoints w
 def _resume(path: Path, key: dict, model, optimizer, scheduler, state: dict | None) -> dict:
     payload = torch.load(path, weights_only=False)
     saved = payload["config"]  # a checkpoint written before a key was added is compared without it
-    if saved != {name: value for name, value in key.items() if name in saved or name not in ADDED_KEYS}:
-        raise ValueError(f"{path} was written by another training run; delete it to start over, "
-                         "or run with the same options to continue it.")
+    if saved != (asked := {name: value for name, value in key.items() if name in saved or name not in ADDED_KEYS}):
+        differ = sorted(name for name in {*saved, *asked} if saved.get(name) != asked.get(name))
+        raise ConfigError(f"{path} was written by another training run (it differs in {', '.join(differ)}); delete it "
+                          "to start over, or run with the same options to continue it.")
     model.load_state_dict({name: tensor.float() for name, tensor in payload["model"].items()})
     progress = dict(payload["progress"])
     if "optimizer" in payload:
@@ -230,7 +232,7 @@ def export_compact(checkpoint: Path, target: Path) -> Path:
     """The committable form of a full checkpoint: fp16 weights, schedule, RNGs and progress, no
     AdamW moments (a sixth of a full checkpoint's bytes)."""
     payload = torch.load(checkpoint, weights_only=False)
-    payload.pop("optimizer")
+    payload.pop("optimizer", None)  # a compact checkpoint copied in from the repo has none
     payload["model"] = {name: tensor.half() if tensor.is_floating_point() else tensor
                         for name, tensor in payload["model"].items()}
     payload["progress"].pop("rewarm_from", None)

@@ -266,8 +266,8 @@ def _resume(path: Path, config: DecoderRecoveryConfig, trainable: dict, optimize
         return 0, 0.0
     state = torch.load(path, weights_only=False)
     if state["config"] != config.resumable_key() or set(state["params"]) != set(trainable):
-        raise ValueError(f"{path} was written by another recovery (config {state['config']}); "
-                         "delete it to start over, or run with the same options to continue it.")
+        raise ConfigError(f"{path} was written by another recovery (config {state['config']}); "
+                          "delete it to start over, or run with the same options to continue it.")
     with torch.no_grad():
         for name, value in state["params"].items():
             trainable[name].copy_(value)

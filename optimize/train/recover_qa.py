@@ -85,6 +85,7 @@ def prune_and_recover(baseline_dir: Path, output: Path, spec, progress=log.info)
     (or `spec.data`), save it to `output`. The build measures and gates it afterwards, as every variant."""
     from transformers import AutoTokenizer
 
+    from models.errors import ConfigError
     from optimize.evaluate import squad
     from optimize.prune.encoder import PruneConfig, encoder_layers, head_count, layout, module
     from optimize.train.finetune_qa import training_examples, training_features
@@ -92,6 +93,9 @@ def prune_and_recover(baseline_dir: Path, output: Path, spec, progress=log.info)
 
     train_config = recovery_train_config(baseline_dir, output, spec)
     seed_everything(train_config.seed)
+    teacher = load_baseline(baseline_dir).eval()
+    if spec.layers_dropped >= len(encoder_layers(teacher)):  # it had removed every layer, then gated what was left
+        raise ConfigError(f"the model has {len(encoder_layers(teacher))} layers; asked to drop {spec.layers_dropped}")
     tokenizer = AutoTokenizer.from_pretrained(baseline_dir)
     examples = training_examples(train_config, squad.load_articles(train_config.data, train_config.split))
     # one epoch is exactly the recovery budget: the schedule warms up and decays within it
@@ -100,7 +104,6 @@ def prune_and_recover(baseline_dir: Path, output: Path, spec, progress=log.info)
     # what fit steps through: the examples' windows, less the null windows an epoch leaves out (it had recorded the
     # budget asked, some fifth more steps than it ran)
     steps = math.ceil(len(epoch_features(features, 1, train_config, random.Random(train_config.seed))) / train_config.batch_size)
-    teacher = load_baseline(baseline_dir).eval()
     heads, ffn = head_count(teacher), module(encoder_layers(teacher)[0], layout(teacher).ffn_out).in_features
     heads_kept = heads if layout(teacher).heads_fixed else max(1, round(spec.heads_kept * heads))
     config = PruneConfig(heads_kept=heads_kept, ffn_kept=max(1, round(spec.ffn_kept * ffn)),
@@ -109,7 +112,7 @@ def prune_and_recover(baseline_dir: Path, output: Path, spec, progress=log.info)
              f"{config.layers_dropped} layers dropped; recovering for {steps} steps")
     student = with_fused_attention(pruned_copy(baseline_dir, features, tokenizer.pad_token_id, config))
     fit(student, features, tokenizer.pad_token_id, train_config, lambda epoch: 0.0,
-        distil_loss_fn(with_fused_attention(teacher).eval(), EncoderRecoveryConfig()))
+        distil_loss_fn(with_fused_attention(teacher).eval().to(train_config.device), EncoderRecoveryConfig()))  # beside the student
     student.eval().save_pretrained(output)
     tokenizer.save_pretrained(output)
     return {"heads_kept": config.heads_kept, "heads": heads, "ffn_kept": config.ffn_kept, "ffn": ffn,
