@@ -290,26 +290,30 @@ def _tiny_squad_config(tmp_path, output, epochs: int, **options) -> TrainConfig:
 
 def test_a_run_resumed_without_its_kept_epochs_weights_never_claims_them(tmp_path):
     """A compact checkpoint carries the running weights and the best epoch's scores, not the best epoch's weights (they
-    live in the output folder). Resumed where that folder is missing or older, the run says which epoch's weights were
+    live in the run's staging folder; the output folder keeps the model it served until the run is done). Resumed where that folder is missing or older, the run says which epoch's weights were
     lost and keeps one whose weights it has: training.json's best epoch is the model beside it."""
     import json
 
     import torch
 
     from models.manifest import sha256
-    from optimize.train.finetune_qa import job_files, train
+    from optimize.train.finetune_qa import job_files, staging_dir, train
     from tests.tiny import tiny_qa
 
-    output = tmp_path / "trained"
+    output = tiny_qa(tmp_path / "trained", seed=3)  # the model served from the output folder until the run is done
+    served = {path.name: path.read_bytes() for path in output.iterdir()}
     config = _tiny_squad_config(tmp_path, output, epochs=2, base=tiny_qa(tmp_path / "base", seed=0), learning_rate=1e-3)
     checkpoint, _ = job_files(output)
     for _ in range(20):  # one step a call until the first epoch is scored and kept
         assert train(config, stop_after=1).get("stopped")
         if torch.load(checkpoint, weights_only=False)["state"]["best"]:
             break
+    # a kept epoch had replaced the served weights, beside the old model's threshold and record
+    assert {path.name: path.read_bytes() for path in output.iterdir()} == served
     kept = torch.load(checkpoint, weights_only=False)["state"]["best"]["epoch"]
-    (output / "model.safetensors").unlink()  # what a fresh clone has: the checkpoint without the output folder
+    (staging_dir(output) / "model.safetensors").unlink()  # what a fresh clone has: the checkpoint without the weights
     result = train(config)
+    assert not staging_dir(output).exists()
     training = json.loads((output / "training.json").read_text())
     assert result["kept_weights_lost"] == [kept] and training["best_epoch"] == 2
     assert training["kept_weights_lost"] == [kept] and (output / "model.safetensors").exists()

@@ -5,10 +5,10 @@ removed for real, then recovered by distillation from the unpruned model.
 Layer importance is ShortGPT's block influence, 1 − cos(hidden in, hidden out) averaged over
 calibration tokens: a layer that barely turns the residual stream can go. FFN neuron importance
 is mean |silu(gate) · up| times the L2 norm of its down-projection column. Recovery data is text
-the project has offline: Wikipedia paragraphs of the SQuAD *training* articles (the held-out
-perplexity uses the test articles) and the baseline's own greedy answers to a training prompt
-set (optimize/prompts.py), the kind of text the agreement gate measures on; neurons
-are ranked on those answers too.
+the project has offline: Wikipedia paragraphs of the SQuAD *training* articles (the gates' perplexity
+and reading F1 use the reading set's paragraphs, `accuracy.validation_paragraphs`) and the baseline's
+own greedy answers to a training prompt set (optimize/prompts.py); neurons are ranked on those
+answers too.
 """
 from __future__ import annotations
 

@@ -6,9 +6,11 @@ contain the answer, so the model learns spans before it learns that "no answer" 
 and half of the null windows (cheaper, and the null threshold tuned on validation absorbs the
 shifted prior); dynamic padding with length-grouped batches (most paragraphs are far
 shorter than 384 tokens, so this is much cheaper than padding every window, which buys epochs);
-linear warm-up + decay; the epoch kept is the one with the best F1 on a held-out *validation*
-article; the null-score threshold is tuned on that same validation article, never on the test
-articles, and the test articles are scored once, at the end, from the saved fp16 weights.
+linear warm-up + decay; the epoch kept is the one with the best validation score (the mean of
+SQuAD 2.0 F1 and forced-span F1, `validation_score`) on the split's held-out *validation* articles
+(one by default, four with --full-data); the null-score threshold is tuned on those same articles,
+never on the test articles, and the test articles are scored once, at the end, from the saved fp16
+weights.
 """
 from __future__ import annotations
 
@@ -307,12 +309,24 @@ def validation_tracker(model, tokenizer, data, config: TrainConfig, history: lis
 
 def train(config: TrainConfig, stop_after: int | None = None) -> dict:
     """Fine-tune, keep the best epoch, measure it on held-out data. A resumable job: its checkpoint
-    and log live under `job_files(config.output)`; the same call continues a stopped run."""
-    with resumable_job(config.output) as checkpoint:
-        result = _train(config, checkpoint, stop_after)
+    and log live under `job_files(config.output)`; the same call continues a stopped run. The kept epochs are
+    written to a staging folder beside `config.output`, which takes its place once the run is done: they had
+    replaced the served model's weights from the first epoch on, beside the old model's threshold and record."""
+    from dataclasses import replace
+
+    published = Path(config.output)
+    with resumable_job(published) as checkpoint:
+        result = _train(replace(config, output=staging_dir(published)), checkpoint, stop_after)
     if not result.get("stopped"):
-        compact_file(config.output).unlink(missing_ok=True)  # the run is done: its result is the committed model
+        compact_file(published).unlink(missing_ok=True)  # the run is done: its result is the committed model
+        shutil.rmtree(published, ignore_errors=True)
+        staging_dir(published).rename(published)
     return result
+
+
+def staging_dir(output: Path) -> Path:
+    """Where a run writes until it is done (never a served folder)."""
+    return Path(output).with_name(Path(output).name + ".partial")
 
 
 @contextlib.contextmanager

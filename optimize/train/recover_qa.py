@@ -126,7 +126,7 @@ def run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: E
     `train_config.score_test` off it is a candidate: validation only, left in the staging folder."""
     from dataclasses import replace
 
-    from optimize.train.finetune_qa import compact_file, resumable_job
+    from optimize.train.finetune_qa import compact_file, resumable_job, staging_dir
 
     recovery = recovery or EncoderRecoveryConfig()
 
@@ -195,10 +195,6 @@ def _run(baseline_dir: Path, prune_config: PruneConfig, train_config, recovery: 
              "threads": train_config.threads, "device": train_config.device,
              "word_embeddings_frozen": recovery.freeze_word_embeddings, **({"kept_weights_lost": lost} if lost else {})}
     return finish(train_config.output, tokenizer, train_config, best, history, articles, extra)
-
-
-def staging_dir(output: Path) -> Path:
-    return Path(output).with_name(Path(output).name + ".partial")
 
 
 def publish_if_gated(staging: Path, published: Path, baseline_dir: Path, result: dict, train_config) -> None:
