@@ -33,8 +33,9 @@ def chosen_variants(names: str | list[str] | tuple[str, ...] | None) -> list[str
 
 
 def artifacts_root() -> Path:
-    """Built variants; override with SHOWDOWN_ARTIFACTS (tests point it at a temporary folder)."""
-    return Path(os.environ.get("SHOWDOWN_ARTIFACTS", REPO_ROOT / "artifacts"))
+    """Built variants; override with SHOWDOWN_ARTIFACTS (tests point it at a temporary folder). Set but empty is the
+    default, as every other setting (it had built into the current folder)."""
+    return Path(os.environ.get("SHOWDOWN_ARTIFACTS", "").strip() or REPO_ROOT / "artifacts")
 
 
 @dataclass(frozen=True)

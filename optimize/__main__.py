@@ -48,6 +48,10 @@ def user_message(error: BaseException) -> str | None:
         return str(error)
     if isinstance(error, OSError) and error.errno == errno.ENOSPC:
         return f"no space left on the device ({error.filename or 'disk full'}): free some and run it again"
+    unwritable = {errno.EACCES: "permission denied", errno.EROFS: "a read-only file system",
+                  errno.ENOTDIR: "a file stands where a folder is needed", errno.EEXIST: "a file stands where a folder is needed"}
+    if isinstance(error, OSError) and error.errno in unwritable and error.filename:  # SHOWDOWN_ARTIFACTS, --output
+        return f"cannot write {error.filename}: {unwritable[error.errno]} (set SHOWDOWN_ARTIFACTS or --output elsewhere)"
     from optimize.commands.common import network_message
 
     return network_message(error)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from models.catalog import Preset, Task, default_preset
+from models.catalog import Preset, Task, presets_from_environment
 from models.machine import describe
 from models.manifest import read_manifest
 from models.recorded import promise_record
@@ -134,12 +134,18 @@ def markdown(task: Task, preset: Preset, findings: list[Finding], variants: tupl
     return "\n".join(lines) + "\n"
 
 
+def chosen_preset(task: Task) -> Preset:
+    """The preset the app serves (SHOWDOWN_QA_PRESET / SHOWDOWN_GENERATION_PRESET, a user's `build --model` one
+    included): verify had always measured the default's."""
+    return presets_from_environment(hub=False)[task]
+
+
 def run(tasks: list[Task], output: Path = REPORTS_DIR, variants: tuple[str, ...] = ()) -> int:
     """Exit status 1 when any measure disagrees with its record or any gate is missed here. With `variants` the
     report is written apart (verify-<task>-<variants>.md), so the whole-preset report stays whole."""
     failed = False
     for task in tasks:
-        preset = default_preset(task)
+        preset = chosen_preset(task)
         unknown = sorted(set(variants) - {spec.name for spec in preset.variants})
         if unknown:
             print(f"error: {preset.name} has no variant {', '.join(unknown)} "
@@ -161,7 +167,7 @@ def run(tasks: list[Task], output: Path = REPORTS_DIR, variants: tuple[str, ...]
             continue
         text = markdown(task, preset, findings, variants)
         output.mkdir(parents=True, exist_ok=True)
-        stem = "-".join((f"verify-{task}", *variants))
+        stem = "-".join((f"verify-{task}" if preset.default else f"verify-{preset.name}", *variants))  # not the default's
         (output / f"{stem}.md").write_text(text)
         (output / f"{stem}.json").write_text(json.dumps([asdict(f) for f in findings], indent=1) + "\n")
         print(text)

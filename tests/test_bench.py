@@ -385,3 +385,15 @@ def test_a_bench_stopped_with_sigterm_stops_the_app_server_it_started(tmp_path):
     assert bench.wait(timeout=60) == 128 + signal.SIGTERM
     with pytest.raises(ProcessLookupError):
         os.kill(server_pid, 0)  # gone, and reaped by the bench that started it
+
+
+def test_render_of_a_damaged_bench_record_is_one_line(tmp_path, capsys):
+    """`bench --render` on a cut-short or foreign bench.json had ended in a JSONDecodeError or TypeError traceback."""
+    from optimize.__main__ import main
+
+    for text in ("{bad", "[]", '{"results": [{"no": 1}]}'):
+        (tmp_path / "bench.json").write_text(text)
+        assert main(["bench", "--render", "--output", str(tmp_path)]) == 2, text
+        err = capsys.readouterr().err
+        assert "is not a bench run's record" in err and "Traceback" not in err, err
+        assert (tmp_path / "bench.json").read_text() == text  # left as it was

@@ -209,3 +209,15 @@ def test_a_write_that_fails_halfway_leaves_the_old_file_whole(tmp_path, monkeypa
         write_atomically(record, '{"runs": 2, "rows": []}\n')
     monkeypatch.undo()
     assert record.read_text() == '{"runs": 1}\n' and [p.name for p in tmp_path.iterdir()] == ["bench.json"]
+
+
+def test_an_artifacts_folder_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys):
+    """SHOWDOWN_ARTIFACTS on a file (or a read-only mount) had ended `build` in a NotADirectoryError traceback."""
+    from optimize.__main__ import main
+
+    blocker = tmp_path / "artifacts"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("SHOWDOWN_ARTIFACTS", str(blocker))
+    assert main(["build", "--task", "qa", "--no-eval"]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot write {blocker}" in err and "a file stands where a folder is needed" in err and "Traceback" not in err, err

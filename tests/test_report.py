@@ -237,3 +237,15 @@ def test_the_report_times_every_model_on_the_thread_that_runs_them_in_the_app(bu
     model_thread = showdown.on_model_thread(lambda: threading.current_thread().name)
     assert len(forwards) >= 6 and set(forwards) == {model_thread}, forwards
     assert model_thread != threading.current_thread().name
+
+
+def test_report_rounds_sets_every_timed_rounds_count(monkeypatch):
+    """`report --rounds 1` still timed ten rounds at each longer context, under a help that said "timed rounds"."""
+    from optimize.__main__ import main
+    from optimize.publish import report
+
+    asked = []
+    monkeypatch.setattr(report, "run", lambda config, tasks: asked.append((config, tasks)))
+    assert main(["report", "--task", "qa", "--rounds", "2"]) == 0
+    [(config, tasks)] = asked
+    assert (config.qa_rounds, config.qa_longer_rounds, config.generation_rounds, tasks) == (2, 2, 2, ("qa",))

@@ -59,3 +59,12 @@ def test_the_default_thread_count_is_the_cpus_this_process_may_use():
     env = {key: value for key, value in os.environ.items() if key != "SHOWDOWN_THREADS"}
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, env=env, check=True)
     assert done.stdout.strip() == "1"
+
+
+def test_an_empty_artifacts_setting_is_the_default_folder(monkeypatch):
+    """`SHOWDOWN_ARTIFACTS=` had built into the current folder; empty means the default, as for every setting."""
+    from models.catalog import REPO_ROOT
+    from models.preset import artifacts_root
+
+    monkeypatch.setenv("SHOWDOWN_ARTIFACTS", "")
+    assert artifacts_root() == REPO_ROOT / "artifacts"

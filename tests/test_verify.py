@@ -48,7 +48,7 @@ def test_verify_measures_only_the_variants_named_and_says_when_one_cannot_be(mon
             self.source = type("Source", (), {"kind": "built" if built else "local"})()
 
     class Preset:
-        name, task = "probe", "generation"
+        name, task, default = "probe", "generation", True
         variants = (Spec("baseline", False), Spec("optimized", True), Spec("pruned-optimized", True))
 
         def built_dir(self, name):
@@ -61,7 +61,7 @@ def test_verify_measures_only_the_variants_named_and_says_when_one_cannot_be(mon
     recorded = {"perplexity": 25.0, "promise": "lossy"}
     monkeypatch.setattr(verify, "read_manifest", lambda directory: None if directory.name in unbuilt else {"metrics": recorded})
     monkeypatch.setattr(verify, "resolve", lambda preset, spec: tmp_path)
-    monkeypatch.setattr(verify, "default_preset", lambda task: Preset())
+    monkeypatch.setattr(verify, "chosen_preset", lambda task: Preset())
     monkeypatch.setattr(verify.gates, "failures", lambda *args: [])
     monkeypatch.setattr(accuracy, "measure", lambda preset, directory, name, source, promise: measured.append(name) or {"perplexity": 25.0})
     findings = verify.verify_preset(Preset(), print, ("optimized",))
@@ -94,13 +94,13 @@ def test_a_trained_pruned_model_without_a_promise_record_is_reported_as_measured
     from optimize import verify
 
     class Preset:
-        name, task = "probe", "qa"
+        name, task, default = "probe", "qa", True
         variants = (type("Spec", (), {"name": "pruned", "built_from": None, "runtime": "torch"})(),)
 
         def variant(self, name):
             return self.variants[0]
 
-    monkeypatch.setattr(verify, "default_preset", lambda task: Preset())
+    monkeypatch.setattr(verify, "chosen_preset", lambda task: Preset())
     monkeypatch.setattr(verify.pruned_promise, "trained_pruned", lambda preset: ("pruned",))
     monkeypatch.setattr(verify, "resolve", lambda preset, spec: tmp_path)
     monkeypatch.setattr(verify, "promise_record", lambda *args: None)
@@ -108,3 +108,17 @@ def test_a_trained_pruned_model_without_a_promise_record_is_reported_as_measured
     assert verify.run(["qa"], tmp_path) == 1  # measured, not verified against anything: never a pass
     report = (tmp_path / "verify-qa.md").read_text()
     assert "validation_f1 (no promise record to compare with)" in report and "66" in report, report
+
+
+def test_verify_measures_the_preset_the_app_serves_and_writes_its_report_apart(monkeypatch, tmp_path):
+    """SHOWDOWN_QA_PRESET named another preset (a user's `build --model` one); verify measured, and rewrote the
+    report of, the default one."""
+    from optimize import verify
+
+    measured = []
+    monkeypatch.setattr(verify, "verify_preset", lambda preset, progress, variants: measured.append(preset.name) or [
+        verify.Finding("optimized", "overall_f1", 50.0, 50.0, "agrees")])
+    assert verify.run(["qa"], tmp_path) == 0 and (tmp_path / "verify-qa.md").exists()
+    monkeypatch.setenv("SHOWDOWN_QA_PRESET", "qa-bert-large-squad2")
+    assert verify.run(["qa"], tmp_path) == 0 and (tmp_path / "verify-qa-bert-large-squad2.md").exists()
+    assert measured == ["qa-minilm-squad2", "qa-bert-large-squad2"]

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from models import generation, qa
-from models.errors import VariantUnavailable
+from models.errors import InputError, VariantUnavailable
 from models.manifest import write_atomically
 from models.reports import REPORTS_DIR
 from models.runners import Runner, cpu_threads, load_runner  # the same ORT settings for every contender
@@ -378,8 +378,13 @@ def render(output: Path = REPORTS_DIR) -> Bench:
     rows are compared, the last run reads under the new rule (its date and rows unchanged)."""
     if not (output / "bench.json").exists():
         raise FileNotFoundError(f"no {output / 'bench.json'} to render: run `python -m optimize bench` first")
-    stored = json.loads((output / "bench.json").read_text())
-    return _written(Bench(**{**stored, "results": [Result(**r) for r in stored["results"]]}), output)
+    try:
+        stored = json.loads((output / "bench.json").read_text())
+        bench = Bench(**{**stored, "results": [Result(**r) for r in stored["results"]]})
+    except (ValueError, TypeError, KeyError):  # cut short, edited by hand, or another tool's file
+        raise InputError(f"{output / 'bench.json'} is not a bench run's record: run `python -m optimize bench` "
+                         "again to write one") from None
+    return _written(bench, output)
 
 
 def _written(bench: Bench, output: Path) -> Bench:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 NAME = "verify"
-HELP = "measure every gate of every built variant again here, no record read; say where the records disagree (reports/verify-*)"
+HELP = ("measure every gate of every built variant again here, no record read; say where the records disagree "
+        "(reports/verify-*); the preset the app serves (SHOWDOWN_QA_PRESET / SHOWDOWN_GENERATION_PRESET)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
