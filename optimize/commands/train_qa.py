@@ -14,7 +14,9 @@ HELP = "fine-tune all-MiniLM-L6-v2 on SQuAD 2.0 (held-out articles)"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", type=Path, help="SQuAD 2.0 JSON (default ../shared/data/squad-v2-dev/dev-v2.0.json)")
-    parser.add_argument("--output", type=Path, default=REPO_ROOT / "weights/qa-minilm-squad2")
+    parser.add_argument("--output", type=Path, default=REPO_ROOT / "weights/qa-minilm-squad2",
+                        help="default weights/qa-minilm-squad2, the shipped baseline: replaced once the run is done "
+                             "(it trains in <output>.partial until then)")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--learning-rate", type=float, default=1e-4)
     parser.add_argument("--seed", type=int, default=42)
