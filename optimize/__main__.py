@@ -3,7 +3,6 @@ optimize/commands/ with its own options; `python -m optimize <command> --help` l
 from __future__ import annotations
 
 import argparse
-import errno
 import os
 import sys
 
@@ -46,15 +45,9 @@ def user_message(error: BaseException) -> str | None:
         return str(error)
     if type(error).__name__ == "GateFailed":  # by name: the gates import numpy, which the deploy workflow lacks
         return str(error)
-    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-        return f"no space left on the device ({error.filename or 'disk full'}): free some and run it again"
-    unwritable = {errno.EACCES: "permission denied", errno.EROFS: "a read-only file system",
-                  errno.ENOTDIR: "a file stands where a folder is needed", errno.EEXIST: "a file stands where a folder is needed"}
-    if isinstance(error, OSError) and error.errno in unwritable and error.filename:  # SHOWDOWN_ARTIFACTS, --output
-        return f"cannot write {error.filename}: {unwritable[error.errno]} (set SHOWDOWN_ARTIFACTS or --output elsewhere)"
-    from optimize.commands.common import network_message
+    from optimize.commands.common import disk_message, network_message
 
-    return network_message(error)
+    return disk_message(error) or network_message(error)
 
 
 if __name__ == "__main__":

@@ -204,8 +204,12 @@ def test_ctrl_c_stops_a_run_without_a_checkpoint_at_once(tmp_path):
             os.kill(os.getpid(), signal.SIGINT)
         return model(**batch).loss
 
-    with pytest.raises(KeyboardInterrupt):
-        fit(model, features, tokenizer.pad_token_id, config, lambda epoch: 0.0, loss_fn)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a pytest-xdist worker ignores SIGINT
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            fit(model, features, tokenizer.pad_token_id, config, lambda epoch: 0.0, loss_fn)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert len(calls) == 3
 
 def test_a_stopped_pruning_recovery_prunes_the_same_way_and_continues_to_the_same_weights(tmp_path):

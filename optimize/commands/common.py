@@ -59,6 +59,21 @@ def config_from(args: argparse.Namespace, config_class: type, helps: dict[str, s
     return config_class(**{name: getattr(args, name) for name in helps})
 
 
+def disk_message(error: BaseException) -> str | None:
+    """A full disk, or a folder that cannot be written (SHOWDOWN_ARTIFACTS, --output): one line, not a traceback."""
+    import errno
+
+    if not isinstance(error, OSError):
+        return None
+    if error.errno == errno.ENOSPC:
+        return f"no space left on the device ({error.filename or 'disk full'}): free some and run it again"
+    unwritable = {errno.EACCES: "permission denied", errno.EROFS: "a read-only file system",
+                  **dict.fromkeys((errno.ENOTDIR, errno.EEXIST), "a file stands where a folder is needed")}
+    if error.errno in unwritable and error.filename:
+        return f"cannot write {error.filename}: {unwritable[error.errno]} (set SHOWDOWN_ARTIFACTS or --output elsewhere)"
+    return None
+
+
 def network_message(error: BaseException) -> str | None:
     """The Hub unreachable or refusing (push, deploy-space, a Hub model): what happened and what to check."""
     import requests

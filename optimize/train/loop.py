@@ -80,12 +80,7 @@ def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
     loss_fn = loss_fn or (lambda model, batch: model(**batch).loss)
     model.to(config.device)
     bf16 = config.bf16 or config.device == "cuda"
-    no_decay = ("bias", "LayerNorm.weight")
-    groups = [
-        {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)], "weight_decay": config.weight_decay},
-        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0},
-    ]
-    optimizer = torch.optim.AdamW(groups, lr=config.learning_rate)
+    optimizer = _adamw(model, config)
     rng = random.Random(config.seed)
     plan = [epoch_features(features, epoch, config, rng) for epoch in range(1, config.epochs + 1)]
     total_steps = sum(math.ceil(len(windows) / config.batch_size) for windows in plan)
@@ -146,6 +141,16 @@ def fit(model, features: list[dict], pad_id: int, config: TrainConfig,
     if state is not None:
         state["train_seconds"] = round(progress["seconds"] + time.perf_counter() - started)
     return progress["scores"]
+
+
+def _adamw(model, config: TrainConfig) -> torch.optim.AdamW:
+    """AdamW without weight decay on biases and layer norms."""
+    no_decay = ("bias", "LayerNorm.weight")
+    groups = [
+        {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)], "weight_decay": config.weight_decay},
+        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=config.learning_rate)
 
 
 class TrainingStopped(KeyboardInterrupt):
