@@ -377,3 +377,18 @@ def test_a_data_file_that_is_not_squads_layout_is_one_line_before_any_training(t
         assert main(["train-qa", "--data", str(tmp_path / name), "--output", str(tmp_path / "out"), "--no-extra-data"]) == 2
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, (name, err[-2000:])
+
+
+def test_remeasure_of_weights_not_trained_here_is_one_line(tmp_path, capsys):
+    """`remeasure-qa --weights` on a folder without a training record had printed a raw errno, or a KeyError
+    traceback when its training.json named no data."""
+    from optimize.__main__ import main
+    from tests.tiny import tiny_qa
+
+    folder = tiny_qa(tmp_path / "mine")
+    for record in (None, '{"epochs": 2}'):
+        if record:
+            (folder / "training.json").write_text(record)
+        assert main(["remeasure-qa", "--weights", str(folder)]) == 2
+        err = capsys.readouterr().err
+        assert "has no training.json naming its data and split" in err and "Traceback" not in err, err

@@ -266,9 +266,16 @@ def remeasure(model_dir: Path, training: dict, config: TrainConfig = TrainConfig
 def remeasure_saved(model_dir: Path, why: str = "remeasure-qa") -> dict:
     """`remeasure` on weights trained earlier, on the split and data their training.json names,
     and their model card rewritten: the null decision changes without retraining."""
-    training = json.loads((model_dir / "training.json").read_text())
-    config = TrainConfig(output=model_dir, data=squad.SHARED_DATA / "squad-v2-dev" / training["data"],
-                         split=squad.ArticleSplit(**{k: tuple(v) for k, v in training["split"].items()}))
+    from models.errors import InputError
+
+    try:
+        training = json.loads((model_dir / "training.json").read_text())
+        data, split = training["data"], training["split"]  # what the look needs to repeat the training's split
+    except (OSError, ValueError, KeyError, TypeError):
+        raise InputError(f"{model_dir} has no training.json naming its data and split (it was not trained by "
+                         "`optimize train-qa` or `prune`): remeasure-qa repeats a training's own split") from None
+    config = TrainConfig(output=model_dir, data=squad.SHARED_DATA / "squad-v2-dev" / data,
+                         split=squad.ArticleSplit(**{k: tuple(v) for k, v in split.items()}))
     training = remeasure(model_dir, training, config, why)
     write_qa_card(model_dir)
     return training
