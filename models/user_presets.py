@@ -48,7 +48,9 @@ def _read() -> list[dict]:
         raise ConfigError(f"{path} holds no mapping with format and presets; fix it or delete it")
     if data.get("format") != FORMAT:
         raise InputError(f"{path} has format {data.get('format')!r}; this version reads format {FORMAT}.")
-    return list(data.get("presets") or [])
+    if not isinstance(presets := data.get("presets") or [], list):
+        raise ConfigError(f"{path}: presets must be a list of name, task and model entries; fix it or delete it")
+    return presets
 
 
 def user_presets() -> tuple[Preset, ...]:
@@ -58,6 +60,8 @@ def user_presets() -> tuple[Preset, ...]:
         if missing or entry["task"] not in ("qa", "generation"):
             raise ConfigError(f"{catalog_path()}: preset {number} needs name, task (qa or generation) and model"
                               + (f"; it lacks {', '.join(missing)}" if missing else f"; its task is {entry['task']!r}"))
+        if not isinstance(entry.get("prune") or {}, dict):
+            raise ConfigError(f"{catalog_path()}: preset {number}'s prune must map settings to values (got {entry['prune']!r})")
     return tuple(_preset(entry) for entry in entries)
 
 

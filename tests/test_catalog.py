@@ -115,6 +115,8 @@ def test_missing_local_weights_are_unavailable_with_the_command(tmp_path):
     ("format: 1\npresets: [{name: mine, model: ./m}]\n", "preset 1 needs name, task (qa or generation) and model; it lacks task"),
     ("format: 1\npresets: [{name: mine, task: vision, model: ./m}]\n", "its task is 'vision'"),
     ("format: 1\npresets: [unclosed\n", "is not valid YAML"),
+    ("format: 1\npresets: 5\n", "presets must be a list"),  # a TypeError traceback
+    ("format: 1\npresets: [{name: mine, task: qa, model: ./m, prune: [1]}]\n", "preset 1's prune must map"),  # AttributeError
 ])
 def test_a_hand_edited_catalog_is_named_where_it_broke(tmp_path, monkeypatch, capsys, catalog, message):
     """The user catalog (<artifacts>/catalog.yaml) is read by every command and by the app: a broken entry is one
