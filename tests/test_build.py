@@ -89,6 +89,25 @@ def test_up_to_date_build_is_skipped_and_force_rebuilds(built_presets):
     assert not preset.built_dir("optimized").with_name("optimized.partial").exists()
 
 
+def test_a_moved_checkout_keeps_its_builds_and_changed_weights_are_built_again(tiny_qa_dir, tmp_path):
+    """The manifest recorded the source's absolute path and compared it: a checkout moved or copied elsewhere rebuilt
+    every variant. The source's fingerprint says which weights; only other weights are built again."""
+    import shutil
+
+    from tests.tiny import tiny_preset, tiny_qa
+
+    here = shutil.copytree(tiny_qa_dir, tmp_path / "here" / "model")
+    build_onnx(tiny_preset("qa", here, name="tiny-qa-moved"), "optimized", evaluate=False)
+    moved = (tmp_path / "here").rename(tmp_path / "moved") / "model"
+    messages = []
+    build_onnx(tiny_preset("qa", moved, name="tiny-qa-moved"), "optimized", evaluate=False, progress=messages.append)
+    assert messages == ["tiny-qa-moved/optimized: up to date, skipped"]
+    shutil.copy(tiny_qa(tmp_path / "retrained", seed=7) / "model.safetensors", moved / "model.safetensors")
+    messages.clear()
+    build_onnx(tiny_preset("qa", moved, name="tiny-qa-moved"), "optimized", evaluate=False, progress=messages.append)
+    assert any("exporting" in m for m in messages)
+
+
 def test_a_build_published_with_a_missed_gate_does_not_pass_for_a_strict_one(tiny_qa_dir, monkeypatch):
     """`--allow-missed-gates` publishes a variant that missed its gate; a later build without it must measure
     again and fail, not call the lenient build "up to date" (a lenient rebuild still skips it)."""
