@@ -506,3 +506,12 @@ def test_a_build_cut_that_drops_every_encoder_layer_is_refused(tiny_qa_dir, tmp_
     with pytest.raises(ConfigError, match="the model has 2 layers; asked to drop 2"):
         prune_and_recover(tiny_qa_dir, tmp_path / "out", PruneSpec(layers_dropped=2))
     assert not (tmp_path / "out").exists()
+
+
+def test_sweep_qa_checks_the_recovered_folders_before_measuring(tmp_path, tiny_qa_dir, capsys):
+    """`sweep-qa --recovered /nonexistent` had measured the baseline first, then failed in a traceback."""
+    from optimize.__main__ import main
+
+    for folder, message in ((tmp_path / "none", "is not a model folder"), (tiny_qa_dir, "no training.json there")):
+        assert main(["sweep-qa", "--recovered", str(folder)]) == 2
+        assert message in capsys.readouterr().err

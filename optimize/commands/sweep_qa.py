@@ -20,6 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from models.errors import InputError
     from models.sources import model_folder
     from optimize.evaluate import squad
     from optimize.evaluate.accuracy import threshold_split
@@ -31,5 +32,11 @@ def run(args: argparse.Namespace) -> int:
     data_options(config, args)
     if squad.is_dev_file(config.data):  # heads and neurons ranked on the baseline's training articles only
         config.split = threshold_split(args.baseline)
-    sweep_encoder.recovered(args.recovered, args.baseline) if args.recovered else sweep_encoder.run(args.baseline, config)
+    if args.recovered:  # every folder checked before the baseline's minutes of measuring
+        for folder in args.recovered:
+            if not (model_folder(folder) / "training.json").is_file():
+                raise InputError(f"--recovered {folder}: no training.json there (a folder `prune --task qa` wrote)")
+        sweep_encoder.recovered(args.recovered, args.baseline)
+    else:
+        sweep_encoder.run(args.baseline, config)
     return 0
