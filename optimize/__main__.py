@@ -51,4 +51,6 @@ def user_message(error: BaseException) -> str | None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    if (code := main()) >= 128:  # interrupted: the model thread's job in flight (a report's timing) is not waited for
+        sys.stdout.flush(), sys.stderr.flush(), os._exit(code)
+    raise SystemExit(code)
