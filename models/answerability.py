@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -25,7 +26,14 @@ STOPWORDS = frozenset(
 _WORD = re.compile(r"[a-z0-9]+")
 _NAME = re.compile(r"(?<!^)(?<![.?!] )\b[A-Z][\w'-]+(?:\s+(?:of\s+|the\s+|de\s+)?[A-Z][\w'-]+)*")
 _NEGATION = re.compile(r"\b(not|never|no)\b|n't\b")
-_NUMBER = re.compile(r"\b\d+\b")
+_NUMBER = re.compile(r"\b\d+\b", re.ASCII)  # the digits the context's words are indexed with
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'"})  # "didn’t" as phones and Macs type it
+
+
+def _normal(text: str) -> str:
+    """One form for the cues' string matching: a context with decomposed accents (NFD) had hidden the question's
+    "Jerónimo" from them and flipped the decision, which the encoder itself does not see (its tokenizer normalises)."""
+    return unicodedata.normalize("NFC", text).translate(_APOSTROPHES)
 
 
 def question_names(question: str) -> list[str]:
@@ -37,7 +45,7 @@ def question_names(question: str) -> list[str]:
 def _context_index(context: str) -> tuple[str, frozenset[str]]:
     """A context lower-cased and its words, once per context: every question and variant about it
     reuses them (a long context takes milliseconds to index), as models/qa.py caches its tokens."""
-    lowered = context.lower()
+    lowered = _normal(context).lower()
     return lowered, frozenset(_WORD.findall(lowered))
 
 
@@ -46,7 +54,7 @@ def features(question: str, context: str, margin: float, null_score: float) -> n
     of the question's content words absent from the context, how many of its names and numbers
     are absent, and whether it is negated. The question is stripped first, as serving strips it
     (SQuAD's own questions sometimes start with a space, and the first word is never a name)."""
-    question = question.strip()
+    question = _normal(question.strip())
     lowered, context_words = _context_index(context)
     content = [w for w in _WORD.findall(question.lower()) if w not in STOPWORDS]
     missing_words = sum(w not in context_words for w in content) / max(len(content), 1)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.answerability import Verifier, features
-from models.errors import InputError, typed_text
+from models.errors import ConfigError, InputError, typed_text
 
 MAX_QUESTION_CHARS = 1_000
 MAX_CONTEXT_CHARS = 200_000
@@ -36,6 +36,15 @@ class QAConfig:
     top_k: int = 20
     null_threshold: float = 0.0  # tuned on validation articles, on the verifier's score if there is one
     verifier: Verifier | None = None  # fitted on validation articles; None: the margin decides
+
+    def __post_init__(self) -> None:
+        """A window must hold more context than it shares with the next: with no more room than `stride`, windows
+        never moved on and a long context looped for ever (a user's qa_config.json can set these)."""
+        room = self.max_length - self.max_question_tokens - 3  # [CLS] question [SEP] context [SEP]
+        if min(self.stride, self.max_question_tokens, self.max_answer_tokens, self.top_k) < 1 or room <= self.stride:
+            raise ConfigError(f"QA windows of {self.max_length} tokens with questions of up to {self.max_question_tokens} "
+                              f"leave {room} for the context, which must be more than the stride ({self.stride}); "
+                              "stride, question, answer tokens and top_k must be ≥ 1")
 
 
 @dataclass

@@ -161,10 +161,7 @@ def _jsonl(text: str) -> list[Item]:
 
 
 def _csv(text: str) -> list[Item]:
-    try:  # the delimiter only: the sniffer took ' for the quote character when a quoted field held one
-        delimiter = csv.Sniffer().sniff(text[:4096], delimiters=",;\t").delimiter
-    except csv.Error:
-        delimiter = ","
+    delimiter = _delimiter(text)
     reader = csv.reader(io.StringIO(text, newline=None), delimiter=delimiter)  # also CR-only line ends
     try:
         header = [(c or "").strip().lower() for c in next(reader, [])]
@@ -190,9 +187,28 @@ def _csv(text: str) -> list[Item]:
     return items
 
 
+def _delimiter(text: str) -> str:
+    """The delimiter whose header line names the columns: the sniffer, reading rows too, took the ; around a quoted
+    phrase in a cell for the delimiter and refused a file Python's own csv writer had written. It decides only when
+    the header alone does not (the error then names the columns it found)."""
+    first_line = text.splitlines()[0] if text else ""
+    for delimiter in (",", ";", "\t"):
+        try:
+            columns = {(c or "").strip().lower() for c in next(csv.reader([first_line], delimiter=delimiter), [])}
+        except csv.Error:  # a header field over the csv module's limit: said where the header is read
+            break
+        if {"context", "question"} <= columns and columns & {"answer", "answers"}:
+            return delimiter
+    try:  # the delimiter only: the sniffer took ' for the quote character when a quoted field held one
+        return csv.Sniffer().sniff(text[:4096], delimiters=",;\t").delimiter
+    except csv.Error:
+        return ","
+
+
 def _record(record: dict, number: int, unit: str) -> Item:
-    """A CSV row or a JSONL line. `answers` may hold several (a list, or `|` between them in a cell); `answer` is one,
-    unless it is a JSON list. Of the two, the filled one counts; neither is an error, not "no answer"."""
+    """A CSV row or a JSONL line. `answers` may hold several (a list, or `|` between them or a JSON list in a cell);
+    `answer` is one (a JSONL list there counts as several). Of the two, the filled one counts; neither is an error,
+    not "no answer"."""
     record = {str(key).strip().lower(): value for key, value in record.items()}
     if "answers" not in record and "answer" not in record:
         raise InputError(f"{unit} {number} has no answer field (for \"no answer\", leave it empty).")
@@ -223,15 +239,15 @@ def _answer_texts(answers, number: int, unit: str = "Question", split: bool = Tr
             raise InputError(f'{unit} {number}: an answers object needs a "text" list.')
     if isinstance(answers, str):
         stripped = answers.strip()
-        if stripped.startswith("[") and stripped.endswith("]"):  # a JSON list inside a cell
+        if not split:  # an `answer` cell is one answer, brackets and all: "[0, 1]" had become the golds "0" and "1"
+            answers = [stripped]
+        elif stripped.startswith("[") and stripped.endswith("]"):  # a JSON list inside an `answers` cell
             try:
                 answers = json.loads(stripped)
             except json.JSONDecodeError:
-                if split:
-                    raise InputError(f"{unit} {number}: the answers cell starts with '[' but is not a JSON list.") from None
-                answers = [stripped]  # one answer that happens to be bracketed: "[citation needed]"
+                raise InputError(f"{unit} {number}: the answers cell starts with '[' but is not a JSON list.") from None
         else:
-            answers = stripped.split("|") if split else [stripped]
+            answers = stripped.split("|")
     if isinstance(answers, (int, float)) and not isinstance(answers, bool):
         answers = [answers]
     if not isinstance(answers, list):

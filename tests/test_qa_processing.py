@@ -218,3 +218,17 @@ def test_a_combining_accent_stays_with_its_letter(tokenizer):
     start, end = _logits_for(windows, 16, 20)
     result = postprocess(windows, start, end, context, QAConfig())
     assert (result.answer, result.start, result.end) == ("Jose\u0301", 16, 21)
+
+
+def test_windows_that_cannot_move_on_are_refused_when_the_config_is_read():
+    """A qa_config.json whose windows hold no more context than their stride had looped for ever on a long context."""
+    import pytest
+
+    from models.errors import ConfigError
+    from models.qa import QAConfig
+
+    with pytest.raises(ConfigError, match="leave 125 for the context, which must be more than the stride \\(128\\)"):
+        QAConfig(max_length=192, stride=128)
+    with pytest.raises(ConfigError):
+        QAConfig(stride=0)
+    assert QAConfig(max_length=256, stride=128).stride == 128  # 189 tokens of context: windows move on

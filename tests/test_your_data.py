@@ -85,6 +85,12 @@ def test_files_as_people_write_them_are_read_as_meant():
     assert read("x.jsonl", '{"context": "In 1990.", "question": "When?", "answer": 1990}')[0][2] == ("1990",)
     assert read("x.jsonl", '{"context": "c", "question": "q", "answer": null}')[0][2] == ()
     assert read("x.csv", "context,question,answer\nc [citation needed],q,[citation needed]\n")[0][2] == ("[citation needed]",)
+    # an `answer` cell that happens to be a JSON list is still one answer (it had become the golds "0" and "1")
+    assert read("x.csv", 'context,question,answer\n"It lies in [0, 1].",What range?,"[0, 1]"\n')[0][2] == ("[0, 1]",)
+    # a quoted phrase between semicolons in a comma-separated file (Python's csv writer): the sniffer had chosen ;
+    assert read("x.csv", 'context,question,answer\r\n"The guard shouted; ""Stop!""; then ran.",What did he shout?,Stop!\r\n'
+                )[0] == ('The guard shouted; "Stop!"; then ran.', "What did he shout?", ("Stop!",))
+    assert read("x.csv", "context;question;answer\nThe pig, the wolf.;Who?;pig\n")[0][2] == ("pig",)  # ; still read
     # pasted JSONL whose text mentions "data" is JSONL, not a SQuAD file
     assert read("pasted", '{"context": "Facts are data.", "question": "What are facts?", "answer": "data"}')[0][2] == ("data",)
     squad = {"data": [{"paragraphs": [{"context": "c", "qas": [{"question": "q", "is_impossible": "false",
