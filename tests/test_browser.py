@@ -61,12 +61,26 @@ def page(browser, app_url):
     page.close()
 
 
+# Whether the page ever showed a disabled button saying it works (set before a click, read after it).
+WATCH_BUSY_BUTTON = """(label) => { window.busySeen = ''; new MutationObserver(() => {
+  const busy = [...document.querySelectorAll('button')].find((b) => b.disabled && b.textContent.includes(label));
+  if (busy) window.busySeen = busy.textContent.trim(); }).observe(document.body, {subtree: true, childList: true,
+  attributes: true, characterData: true}); }"""
+
+
 def test_qa_tab_fills_every_ready_column_and_the_charts(page, tmp_path):
+    """The button says what runs and takes no second click meanwhile (a long context had shown nothing in view for
+    minutes), then is back."""
+    from playwright.sync_api import expect
+
     page.locator("#qa-runs-csv").wait_for()
     assert page.locator("#qa-runs-csv").is_disabled()  # no run yet: nothing to download
+    page.evaluate(WATCH_BUSY_BUTTON, "Timing")
     page.get_by_role("button", name="Answer with every variant").click()
     stats = page.get_by_text("vs baseline")
     stats.first.wait_for(timeout=60_000)
+    expect(page.get_by_role("button", name="Answer with every variant")).to_be_enabled(timeout=30_000)
+    assert page.evaluate("() => window.busySeen") == "Timing 4 variants…"
     assert stats.count() == 2  # baseline and optimized are ready in the tiny presets
     assert page.get_by_text("not built yet").count() == 0
     assert page.get_by_text("Unknown variant 'pruned'").count() == 1  # not in the tiny preset: said in its column
@@ -106,11 +120,16 @@ def test_a_column_left_out_of_a_click_says_so_instead_of_an_earlier_clicks_numbe
 
 
 def test_empty_question_shows_a_message_not_a_trace(page):
+    from playwright.sync_api import expect
+
     question = page.get_by_label("Question")
+    assert page.get_by_text("vs baseline").count() >= 1  # the earlier tests' runs stand in the columns
     question.fill("")
     page.get_by_role("button", name="Answer with every variant").click()
     page.get_by_text("Please enter a question").first.wait_for(timeout=30_000)
     assert page.get_by_text("Traceback").count() == 0
+    # not the last click's answers and speedups under this input's error, read as its results
+    expect(page.get_by_text("vs baseline")).to_have_count(0, timeout=30_000)
 
 
 def test_each_task_s_button_is_in_view_of_a_small_embed_and_enter_in_the_question_answers(browser, app_url):

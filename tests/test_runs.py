@@ -26,6 +26,13 @@ def test_the_last_run_reads_as_a_markdown_table_with_pipes_escaped():
     assert "| variant | answer | total (ms) | model (ms) | speedup | runs on |" in table
     assert "| pruned-optimized | The second \\| pig | 12.0 | 11.0 | 6.00x | cpu |" in table
     assert last_run_markdown([], "qa") == "" and runs_csv([], "qa") is None
+    # the table's speedup is the column's: 1.09549x read 1.10x in the column and 1.09x here (rounded twice)
+    close = {"baseline": {**QA["baseline"], "latency_ms": {"model": 105.0, "total": 109.549}},
+             "pruned": {**QA["baseline"], "latency_ms": {"model": 95.0, "total": 100.0}}}
+    from ui.columns import speedup
+
+    shown = f"{speedup(close['pruned'], close['baseline'], 'qa'):.2f}x"
+    assert shown == "1.10x" and f"| {shown} |" in last_run_markdown(add_run([], "p", "q", close, "qa"), "qa")
 
 
 def test_the_session_keeps_its_last_runs_only():
@@ -98,3 +105,10 @@ def test_the_charts_and_the_table_number_a_run_alike_even_when_it_timed_nothing(
     history, bars, _ = record(showdown, "qa", {}, {}, history, next_run(runs[:-1]))
     assert int(history["run"].max()) == runs[-1]["run"] == 2
     assert not (bars["latency_ms"] > 0).any()  # this run's bars are empty, not run 1's
+    # every variant on the axis at 0 and the axis 0-100: a NaN baseline bar had left it out and the axis "0.000000"
+    from models.catalog import VARIANTS
+    from ui.columns import chart_tops
+
+    assert list(bars["variant"]) == list(VARIANTS) and (bars["latency_ms"] == 0).all()
+    only_nothing = history[history["run"] == 2]
+    assert [update["y_lim"] for update in chart_tops(only_nothing)] == [[0, 100.0], [0, 100.0]]

@@ -44,6 +44,7 @@ def latest_run(history: pd.DataFrame) -> pd.DataFrame:
     order: gradio's `sort` list breaks its front end). A variant that did not answer gets a bar of 0 ms."""
     run = int(history["run"].max()) if len(history) else 1
     latest = _every_variant(history[history["run"] == run], run, 0.0).drop_duplicates("variant", keep="last")
+    latest = latest.fillna({"latency_ms": 0.0})  # a run that timed nothing: every variant on the axis, at 0
     return latest.sort_values("variant", key=lambda names: names.map(list(VARIANTS).index))
 
 
@@ -52,7 +53,7 @@ def chart_tops(history: pd.DataFrame) -> list:
     ends the axis at the tallest bar and cuts its marker in half. Sent in a step of its own after
     the data: gradio 6.17's plots draw no marks when a value and a y_lim arrive in one update."""
     slowest = {"bars": latest_run(history)["latency_ms"].max(), "points": history["latency_ms"].max()}
-    return [gr.update(y_lim=[0, 1.1 * float(top) if top > 0 else None]) for top in slowest.values()]
+    return [gr.update(y_lim=[0, 1.1 * float(top) if top > 0 else 100.0]) for top in slowest.values()]  # NaN: nothing timed
 
 
 def history_points(history: pd.DataFrame) -> pd.DataFrame:

@@ -39,7 +39,7 @@ def add_run(runs: list[dict], preset: str, text_in: str, results: dict[str, dict
         rows.append({
             "run": run, "preset": preset, "variant": variant, "input": text_in[:500],
             "output": result.get("answer", result.get("text", "")), "total_ms": round(result["latency_ms"]["total"], 2),
-            "model_ms": round(result["latency_ms"]["model"], 2), "speedup": None if ratio is None else round(ratio, 3),
+            "model_ms": round(result["latency_ms"]["model"], 2), "speedup": None if ratio is None else round(ratio, 2),  # as the column shows it
             "tokens": result.get("new_tokens", result.get("tokens")), "tokens_per_s": _rounded(result.get("tokens_per_s")),
             "prefill_tokens_per_s": _rounded(result.get("prefill_tokens_per_s")),
             "decode_tokens_per_s": _rounded(result.get("decode_tokens_per_s") or None),  # one token: not timed, not 0

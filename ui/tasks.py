@@ -58,18 +58,42 @@ def example_buttons(examples: list[list], inputs: list, label_column: int) -> No
 
 
 def unchanged() -> list[dict]:
-    """The history and charts, the kept runs: written once, at the end (fresh updates: gradio may edit them)."""
-    return [gr.skip() for _ in range(6)]
+    """The history and charts, the kept runs, the button: written once, at the end (fresh updates: gradio may edit
+    them)."""
+    return [gr.skip() for _ in range(7)]
+
+
+QA_BUTTON, GENERATION_BUTTON = "Answer with every variant", "Generate with every variant"
+
+
+def working(label: str) -> dict:
+    """The button says what runs and takes no second click meanwhile: the page's own progress overlay stays off
+    (BROWSER_LOAD), and a long context's minutes had shown nothing in view."""
+    return gr.update(value=label, interactive=False)
+
+
+def ready(label: str) -> dict:
+    return gr.update(value=label, interactive=True)
+
+
+def cleared() -> list:
+    """The columns emptied for a rejected input (its error is the toast)."""
+    return [*("" for _ in VARIANTS), *("" for _ in VARIANTS), *unchanged()]
 
 
 def qa_tab(showdown: Showdown) -> None:
     def answer_click(context: str, question: str, selected: list[str], allow_no_answer: bool, history: pd.DataFrame,
                      runs: list[dict], preset: str | None = None):
         from models.qa import validate
-        chosen = check(validate, question, context, selected=selected)
+        try:
+            chosen = check(validate, question, context, selected=selected)
+        except gr.Error:  # the last click's answers and numbers had stood under this input's error, read as its own
+            yield cleared()
+            raise
         showdown_here = using(showdown, "qa", preset)
         answers, stats, results = {v: "" for v in VARIANTS}, {v: NOT_RUN for v in VARIANTS}, {}
-        yield [*answers.values(), *(stats | {v: "timing…" for v in chosen}).values(), *unchanged()]  # shown while it works
+        yield [*answers.values(), *(stats | {v: "timing…" for v in chosen}).values(), *unchanged()[:-1],
+               working(f"Timing {len(chosen)} variant{'s' * (len(chosen) > 1)}…")]  # shown while it works
         try:
             compared = showdown_here.compare(context, question, chosen, bool(allow_no_answer))
         except USER_ERRORS:
@@ -84,7 +108,7 @@ def qa_tab(showdown: Showdown) -> None:
         charts = record(showdown_here, "qa", results, stats, history, next_run(runs))  # fills `stats` first
         kept = kept_runs_outputs(runs, showdown_here.preset("qa").name, question, results, "qa",
                                  {v: stats[v] for v in chosen if v not in results})
-        yield [*answers.values(), *stats.values(), *charts, *kept]
+        yield [*answers.values(), *stats.values(), *charts, *kept, gr.skip()]  # the button: `ready` below
 
     with page_tab("Question answering"):
         with gr.Row():
@@ -92,7 +116,7 @@ def qa_tab(showdown: Showdown) -> None:
             with gr.Column(scale=2):
                 question = gr.Textbox(label="Question", value="Who worked a little bit harder?")
                 # under its input, not under the options: below them it sat past the fold of an 800x600 embed
-                qa_button = gr.Button("Answer with every variant", variant="primary")
+                qa_button = gr.Button(QA_BUTTON, variant="primary")
                 qa_preset = preset_picker(showdown, "qa")
                 qa_selected = gr.CheckboxGroup(list(VARIANTS), value=list(VARIANTS), label="Variants")
                 allow_no_answer = gr.Checkbox(
@@ -105,20 +129,26 @@ def qa_tab(showdown: Showdown) -> None:
         qa_preset.change(fresh_history, None, [qa_history, *qa_charts], api_visibility="private")
         gr.on([qa_button.click, question.submit],  # Enter in the question answers, as a search box does
               answer_click, [context, question, qa_selected, allow_no_answer, qa_history, qa_runs, qa_preset],
-              [*qa_answers, *qa_stats, qa_history, *qa_charts, qa_runs, qa_download, qa_table],
+              [*qa_answers, *qa_stats, qa_history, *qa_charts, qa_runs, qa_download, qa_table, qa_button],
               api_visibility="private", show_progress="hidden"  # its own "timing…" (BROWSER_LOAD)
-              ).then(chart_tops, qa_history, qa_charts, queue=False, api_visibility="private")
+              ).then(chart_tops, qa_history, qa_charts, queue=False, api_visibility="private"
+              ).then(lambda: ready(QA_BUTTON), None, qa_button, queue=False, api_visibility="private")  # after a fault too
 
 
 def generation_tab(showdown: Showdown) -> None:
     def generate_click(prompt: str, max_new_tokens: int, selected: list[str], history: pd.DataFrame,
                        runs: list[dict], preset: str | None = None):
         from models.generation import validate
-        chosen = check(validate, prompt, max_new_tokens, selected=selected)
+        try:
+            chosen = check(validate, prompt, max_new_tokens, selected=selected)
+        except gr.Error:  # as QA's: not the last click's texts under this input's error
+            yield cleared()
+            raise
         showdown_here = using(showdown, "generation", preset)
         texts, stats, results = {v: "" for v in VARIANTS}, {v: NOT_RUN for v in VARIANTS}, {}
         stats |= {v: "waiting for its turn…" for v in chosen}
-        yield [*texts.values(), *stats.values(), *unchanged()]  # at once: the last click's texts had stood until a token
+        yield [*texts.values(), *stats.values(), *unchanged()[:-1],  # at once: the last click's texts had stood until a token
+               working(f"Generating with {len(chosen)} variant{'s' * (len(chosen) > 1)}…")]
         shown = 0.0
         for variant, update in showdown_here.stream_each(prompt, showdown.run_order(chosen), max_new_tokens, warm_up=True):
             if isinstance(update, Exception):  # this variant's; the others still run
@@ -138,13 +168,13 @@ def generation_tab(showdown: Showdown) -> None:
         charts = record(showdown_here, "generation", results, stats, history, next_run(runs))  # fills `stats` first
         kept = kept_runs_outputs(runs, showdown_here.preset("generation").name, prompt, results, "generation",
                                  {v: stats[v] for v in chosen if v not in results})
-        yield [*texts.values(), *stats.values(), *charts, *kept]
+        yield [*texts.values(), *stats.values(), *charts, *kept, gr.skip()]
 
     with page_tab("Text generation"):
         with gr.Row():
             with gr.Column(scale=3):
                 prompt = gr.Textbox(label="Prompt", lines=3, value=GENERATION_EXAMPLES[0][0])
-                gen_button = gr.Button("Generate with every variant", variant="primary")  # in view, as QA's
+                gen_button = gr.Button(GENERATION_BUTTON, variant="primary")  # in view, as QA's
             with gr.Column(scale=2):
                 max_new_tokens = gr.Slider(1, 256, value=64, step=1, label="Max new tokens")
                 gen_preset = preset_picker(showdown, "generation")
@@ -154,6 +184,7 @@ def generation_tab(showdown: Showdown) -> None:
         gen_runs, gen_download, gen_table = kept_runs_row("generation")
         gen_preset.change(fresh_history, None, [gen_history, *gen_charts], api_visibility="private")
         gen_button.click(generate_click, [prompt, max_new_tokens, gen_selected, gen_history, gen_runs, gen_preset],
-                         [*gen_texts, *gen_stats, gen_history, *gen_charts, gen_runs, gen_download, gen_table],
+                         [*gen_texts, *gen_stats, gen_history, *gen_charts, gen_runs, gen_download, gen_table, gen_button],
                          api_visibility="private", show_progress="hidden"  # the texts grow instead (BROWSER_LOAD)
-                         ).then(chart_tops, gen_history, gen_charts, queue=False, api_visibility="private")
+                         ).then(chart_tops, gen_history, gen_charts, queue=False, api_visibility="private"
+                         ).then(lambda: ready(GENERATION_BUTTON), None, gen_button, queue=False, api_visibility="private")
