@@ -197,6 +197,10 @@ def test_generation_tab_streams_text_in_each_column(page):
     assert marks(page, "#generation-bars", variants=2) == {"baseline": 1, "optimized": 1, "pruned": 0, "pruned-optimized": 0}
     axis = page.evaluate("""() => document.querySelector('#generation-bars svg g.role-axis[aria-label^="Y-axis"]').getAttribute('aria-label')""")
     assert "ms per token (lower is better)" in axis, axis
+    for chart in ("#generation-bars", "#generation-runs"):  # each title whole inside its chart (260 px had cut it)
+        gap = page.evaluate("""(selector) => { const svg = document.querySelector(`${selector} svg`);
+          return svg.querySelector('g.role-title text').getBoundingClientRect().top - svg.getBoundingClientRect().top; }""", chart)
+        assert gap >= 0, (chart, gap)
     table = "() => document.querySelector('#generation-run-table textarea').value"
     page.wait_for_function(f"() => ({table})().includes('| optimized |')", timeout=30_000)
     assert "| decode tokens/s | decoding speedup |" in page.evaluate(table)

@@ -253,7 +253,7 @@ def variant_columns(task: str, label: str, lines: int, task_title: str):
     # an empty 0-100 ms axis (open-ended, the empty bars' axis read "0.000000"); runs set the top (chart_tops)
     measure, unit = CHART_MEASURES[task]
     common = dict(y="latency_ms", color="variant", color_map=VARIANT_COLORS, y_title=f"{unit} (lower is better)",
-                  height=260, y_lim=[0, 100])
+                  height=300, y_lim=[0, 100])  # 260 cut the bar chart's title under slanted names
     with gr.Row():
         # names slanted: level, "pruned" ran into "pruned-optimized" under a phone's 60-pixel bars
         bars = gr.BarPlot(latest_run(empty_history()), x="variant", x_title="variant", elem_id=f"{task}-bars",
