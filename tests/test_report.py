@@ -249,3 +249,20 @@ def test_report_rounds_sets_every_timed_rounds_count(monkeypatch):
     assert main(["report", "--task", "qa", "--rounds", "2"]) == 0
     [(config, tasks)] = asked
     assert (config.qa_rounds, config.qa_longer_rounds, config.generation_rounds, tasks) == (2, 2, 2, ("qa",))
+
+
+def test_a_report_of_a_preset_that_loads_nothing_says_why(tmp_path, qa_preset):
+    """"build them first" alone had hidden the cause when the variants were built but could not load (a Hub preset's
+    repos out of reach, a source folder moved away)."""
+    import dataclasses
+
+    import pytest
+
+    from models.errors import VariantUnavailable
+    from models.showdown import Showdown
+
+    gone = tuple(dataclasses.replace(v, source=dataclasses.replace(v.source, location=str(tmp_path / "moved")))
+                 if v.name == "baseline" else v for v in qa_preset.variants)
+    nothing = dataclasses.replace(qa_preset, name="tiny-qa-unloadable", variants=gone)
+    with pytest.raises(VariantUnavailable, match=f"no variant of tiny-qa-unloadable loads \\(.*{tmp_path.name}.*moved"):
+        measure_task(Showdown(presets={"qa": nothing}), "qa", ReportConfig())

@@ -80,9 +80,10 @@ def measure_task(showdown: Showdown, task: str, config: ReportConfig) -> Report:
             runners[variant] = showdown.runner(task, variant)
         except VariantUnavailable as error:
             skipped[variant] = str(error)
-    if not runners:
-        raise VariantUnavailable(f"no variant of {showdown.preset(task).name} loads: build them first "
-                                 f"(python -m optimize build --task {task} --variant …)")
+    if not runners:  # why the first one did not: "build them first" had hidden a Hub preset's unreachable repos
+        why = next(iter(skipped.values()), "")
+        raise VariantUnavailable(f"no variant of {showdown.preset(task).name} loads ({why}); if they are not built, "
+                                 f"build them first (python -m optimize build --task {task} --variant …)")
     tokenizer = next(iter(runners.values())).tokenizer  # every variant of a preset shares its baseline's
     if task == "qa":
         context = qa_context(tokenizer, config.qa_tokens)
