@@ -66,34 +66,35 @@ def unchanged() -> list[dict]:
 QA_BUTTON, GENERATION_BUTTON = "Answer with every variant", "Generate with every variant"
 
 
-def working(label: str) -> dict:
-    """The button says what runs and takes no second click meanwhile: the page's own progress overlay stays off
-    (BROWSER_LOAD), and a long context's minutes had shown nothing in view."""
-    return gr.update(value=label, interactive=False)
-
-
 def ready(label: str) -> dict:
     return gr.update(value=label, interactive=True)
 
 
-def cleared() -> list:
-    """The columns emptied for a rejected input (its error is the toast)."""
-    return [*("" for _ in VARIANTS), *("" for _ in VARIANTS), *unchanged()]
+def checked(validate, *inputs, selected: list[str]):
+    """`check`, the chosen variants returned (`chosen = yield from checked(...)`); a rejected input empties the
+    columns first: the last click's answers and numbers had stood under its error, read as its own."""
+    try:
+        return check(validate, *inputs, selected=selected)
+    except gr.Error:
+        yield [*("" for _ in VARIANTS), *("" for _ in VARIANTS), *unchanged()]
+        raise
+
+
+def working(verb: str, chosen: list[str]) -> dict:
+    """The button says what runs and takes no second click meanwhile: the page's own progress overlay stays off
+    (BROWSER_LOAD), and a long context's minutes had shown nothing in view."""
+    return gr.update(value=f"{verb} {len(chosen)} variant{'s' * (len(chosen) > 1)}…", interactive=False)
 
 
 def qa_tab(showdown: Showdown) -> None:
     def answer_click(context: str, question: str, selected: list[str], allow_no_answer: bool, history: pd.DataFrame,
                      runs: list[dict], preset: str | None = None):
         from models.qa import validate
-        try:
-            chosen = check(validate, question, context, selected=selected)
-        except gr.Error:  # the last click's answers and numbers had stood under this input's error, read as its own
-            yield cleared()
-            raise
+        chosen = yield from checked(validate, question, context, selected=selected)
         showdown_here = using(showdown, "qa", preset)
         answers, stats, results = {v: "" for v in VARIANTS}, {v: NOT_RUN for v in VARIANTS}, {}
         yield [*answers.values(), *(stats | {v: "timing…" for v in chosen}).values(), *unchanged()[:-1],
-               working(f"Timing {len(chosen)} variant{'s' * (len(chosen) > 1)}…")]  # shown while it works
+               working("Timing", chosen)]  # shown while it works
         try:
             compared = showdown_here.compare(context, question, chosen, bool(allow_no_answer))
         except USER_ERRORS:
@@ -139,16 +140,12 @@ def generation_tab(showdown: Showdown) -> None:
     def generate_click(prompt: str, max_new_tokens: int, selected: list[str], history: pd.DataFrame,
                        runs: list[dict], preset: str | None = None):
         from models.generation import validate
-        try:
-            chosen = check(validate, prompt, max_new_tokens, selected=selected)
-        except gr.Error:  # as QA's: not the last click's texts under this input's error
-            yield cleared()
-            raise
+        chosen = yield from checked(validate, prompt, max_new_tokens, selected=selected)
         showdown_here = using(showdown, "generation", preset)
         texts, stats, results = {v: "" for v in VARIANTS}, {v: NOT_RUN for v in VARIANTS}, {}
         stats |= {v: "waiting for its turn…" for v in chosen}
         yield [*texts.values(), *stats.values(), *unchanged()[:-1],  # at once: the last click's texts had stood until a token
-               working(f"Generating with {len(chosen)} variant{'s' * (len(chosen) > 1)}…")]
+               working("Generating with", chosen)]
         shown = 0.0
         for variant, update in showdown_here.stream_each(prompt, showdown.run_order(chosen), max_new_tokens, warm_up=True):
             if isinstance(update, Exception):  # this variant's; the others still run

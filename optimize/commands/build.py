@@ -140,9 +140,7 @@ def _build_model(args) -> int:
         if not data.exists():
             raise InputError(f"--data {spec.data}: no such file")
         squad.load_articles(data)
-        if not squad.is_dev_file(data) and (held_out := squad.held_out_articles_in(data)):
-            raise InputError(f"--data {spec.data} holds articles the pruned model is gated and measured on "
-                             f"({', '.join(held_out)}): leave them out of the recovery data")
+        squad.check_recovery_data(data)
     model = Path(args.model).expanduser()
     looks_like_a_path = args.model.startswith((".", "/", "~")) or args.model.count("/") > 1 or model.exists()
     if looks_like_a_path:  # everything a folder can lack is said before anything is written to the catalog

@@ -87,6 +87,16 @@ def is_dev_file(path: Path | str | None) -> bool:
         return False
 
 
+def check_recovery_data(path: Path) -> None:
+    """A pruned model's recovery data (`--data`, not the dev file, whose split keeps them apart) may hold none of
+    the articles that gate and measure it."""
+    from models.errors import InputError
+
+    if not is_dev_file(path) and (held_out := held_out_articles_in(Path(path))):
+        raise InputError(f"--data {path} holds articles the pruned model is gated and measured on "
+                         f"({', '.join(held_out)}): leave them out of the recovery data")
+
+
 def held_out_articles_in(path: Path) -> list[str]:
     """Titles of the dev file's validation and test articles (`WIDE_VALIDATION`) whose paragraphs `path` also holds:
     a user's recovery data must not teach the articles that gate and measure the result."""

@@ -63,15 +63,12 @@ def recovery_train_config(baseline_dir: Path, output: Path, spec):
     """One epoch of the recovery budget on the dev file's training articles of the split the build will gate the
     pruned model on (`threshold_split`: its verifier, threshold and promise are read on that split's validation
     articles, so none of them may teach it), or on `spec.data` (another file: every article trains)."""
-    from models.errors import InputError
     from optimize.evaluate import squad
     from optimize.evaluate.accuracy import threshold_split
     from optimize.train.finetune_qa import TrainConfig
 
     if spec.data and not squad.is_dev_file(spec.data):  # the default split read the file's first twelve articles
-        if held_out := squad.held_out_articles_in(Path(spec.data)):
-            raise InputError(f"--data {spec.data} holds articles the pruned model is gated and measured on "
-                             f"({', '.join(held_out)}): leave them out of the recovery data")
+        squad.check_recovery_data(Path(spec.data))
         every = squad.ArticleSplit(train=tuple(range(len(squad.load_articles(Path(spec.data))))), validation=(), test=())
         where = {"data": Path(spec.data), "extra_data": (), "split": every}
     else:
