@@ -27,15 +27,7 @@ from optimize.evaluate import pruned_promise
 from optimize.evaluate.gates import GateFailed, check, failures, gate_inputs, serves
 from optimize.export import layer_norm
 from optimize.export.gguf_graft import source_gguf
-from optimize.export.onnx import (
-    EXPORT_TASKS,
-    KEEP_FILES,
-    add_logits_to_keep,
-    export,
-    faster_graph,
-    genai_build,
-    graph_optimize,
-)
+from optimize.export.onnx import EXPORT_TASKS, KEEP_FILES, add_logits_to_keep, export, faster_graph, genai_build, graph_optimize
 from optimize.progress import stage
 from optimize.prune.encoder_layout import UnsupportedArchitecture
 from optimize.quantize import ladder_record
@@ -97,6 +89,13 @@ def build_onnx(preset: Preset, variant_name: str, recipe: OnnxRecipe | None = No
     return built
 
 
+def decoding_inputs(target: BuildTarget, cuda: bool) -> dict:
+    """Prompt lookup as the variant's default decoding, where it runs: on the CPU only (models/decoding.py), so a
+    CUDA build neither saves it nor says it decodes that way."""
+    wanted = target.variant.prompt_lookup and target.preset.task == "generation"
+    return {"prompt_lookup": True} if wanted and not cuda else {}
+
+
 def _build_onnx(target: BuildTarget, recipe: OnnxRecipe | None, force: bool, progress: Progress, evaluate: bool,
                 strict: bool, full_ladder: bool) -> Path:
     """Build an ONNX Runtime variant of `preset` from the variant it is built from.
@@ -115,8 +114,8 @@ def _build_onnx(target: BuildTarget, recipe: OnnxRecipe | None, force: bool, pro
         preset.task, from_gguf=preset.task == "generation" and source_gguf(preset, variant_name) is not None)
     if not strict:
         ladder = ladder[:1]
-    lookup = {"prompt_lookup": True} if target.variant.prompt_lookup and preset.task == "generation" else {}
-    target = target.with_inputs(recipes=[asdict(r) for r in ladder], cuda=cuda, **gate_inputs(target.preset.task, evaluate, target.preset.reading_questions), **lookup)
+    target = target.with_inputs(recipes=[asdict(r) for r in ladder], cuda=cuda, **decoding_inputs(target, cuda),
+                                **gate_inputs(target.preset.task, evaluate, target.preset.reading_questions))
     if target.up_to_date(force, progress, strict):
         return target.directory
     inputs = target.inputs

@@ -44,6 +44,21 @@ def test_a_build_on_cuda_tries_fp16_rungs_only_and_gates_them_as_lossy():
     assert any(r.quantize for r in recipe_ladder("qa"))  # the CPU ladder still starts with INT8
 
 
+def test_prompt_lookup_is_built_into_a_cpu_decoder_only():
+    """Lookup runs on the CPU only (models/decoding.py): a CUDA build of the default `pruned-optimized` saved it as its
+    decoding and said "decodes with exact prompt lookup by default", which the GPU row then did not do."""
+    from pathlib import Path
+
+    from models.catalog import default_preset
+    from optimize.build import BuildTarget, decoding_inputs
+
+    preset = default_preset("generation")
+    target = BuildTarget(preset, preset.variant("pruned-optimized"), Path("source"), Path("built"))
+    assert decoding_inputs(target, cuda=False) == {"prompt_lookup": True}
+    assert decoding_inputs(target, cuda=True) == {}
+    assert decoding_inputs(BuildTarget(preset, preset.variant("optimized"), Path("source"), Path("built")), cuda=False) == {}
+
+
 def _record(task: str, agreement: dict) -> dict:
     machine = {"gpu": "NVIDIA H100 80GB HBM3", "driver": "580", "torch": "2.11", "torch_cuda": "13.0", "cudnn": 91900,
                "onnxruntime": "1.31.1", "providers": ["CUDAExecutionProvider"], "python": "3.12.3"}
