@@ -7,7 +7,7 @@
 #   pack [MB]        download the wheels (onnxruntime-gpu 1.31.1 for CUDA 13 and what the device image lacks: its
 #                    transformers is 5.x, and it has no gradio or optimum), cut the CUDA provider to the H100/H200's
 #                    sm_90 code (slim_fatbin.py), bundle them with the weights and the SQuAD dev data, split the
-#                    bundle into .gpu/pNN/ of MB (default 56) and untrack the weights for the trip (restore after!)
+#                    bundle into .gpu/pNN/ of MB (default 54) and untrack the weights for the trip (restore after!)
 #   rehearse         join the parts and unpack them into a scratch folder as the device will (no GPU: no run)
 #   restore          track the weights again
 # On the device (each call: carry one .gpu/pNN):
@@ -31,7 +31,7 @@ PLATFORM=(--only-binary=:all: --python-version 3.12 --implementation cp --platfo
           --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any)
 
 pack() {
-  local mb=${1:-56} build=.gpu/build  # 56 MiB + the ~5 MiB tree: headroom under the 64 MiB a call carries
+  local mb=${1:-54} build=.gpu/build  # 54 MiB + the ~6 MiB tree (5.7 on 2026-12-07): headroom under the 64 MiB a call carries
   grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
   rm -rf .gpu && mkdir -p "$build/wheels" "$build/bundle"
   $PY -m pip download -q --no-deps "${PLATFORM[@]}" -d "$build/wheels" "${WHEELS[@]}"
