@@ -8,6 +8,7 @@ Analysis only: no candidate, validation only, no test look (CURVE.md).
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -36,4 +37,5 @@ def main(arm: str) -> None:
 
 
 if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")  # the loop's progress lines
     main(sys.argv[1])
