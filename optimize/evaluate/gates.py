@@ -85,12 +85,15 @@ def gate_descriptions(gates: Gates = Gates()) -> dict[str, str]:
         "lossy": (f"QA SQuAD 2.0 F1 and forced-span F1 on the validation articles each within {gates.lossy_f1_drop:g} "
                   "point of its source; "
                   f"generation perplexity ≤ {gates.lossy_perplexity_ratio:g}x its source's and reading-comprehension F1 "
-                  f"within {gates.lossy_f1_drop:g} point; agreement with the source shown beside, not gated"),
+                  f"within {gates.lossy_f1_drop:g} point; agreement with the source shown beside, not gated (where reading "
+                  f"comprehension was not measured: ≥ {gates.lossy_agreement_pct:g} % of greedy tokens)"),
         "pruned": (f"QA within {gates.pruned_f1_drop:g} points of the baseline on both measures, on validation; "
                    "generation perplexity "
                    f"≤ {gates.pruned_perplexity_ratio:g}x the baseline's and reading-comprehension F1 ≥ "
                    f"{gates.pruned_reading_pct:g} % of the baseline's, the lower end of its 95 % interval (paragraphs "
-                   f"resampled) ≥ {gates.pruned_reading_low_pct:g} %; the instruction set and agreement shown, not gated"),
+                   f"resampled) ≥ {gates.pruned_reading_low_pct:g} %; the instruction set and agreement shown, not gated (where "
+                   f"reading comprehension was not measured: an instruction-set score ≥ {gates.pruned_instruction_pct:g} % of "
+                   "the baseline's)"),
     }
 
 
