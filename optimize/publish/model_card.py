@@ -167,7 +167,8 @@ def prune_spec(training: dict) -> dict | None:
 
 
 def later_stages(training: dict) -> str:
-    """What each stage after the first did: more epochs of the full data, or the SQuAD 2.0 files alone."""
+    """What each stage after the first did: more epochs of the full data, the SQuAD 2.0 files alone, or those and the
+    13 more dev articles (the kind read from its data options, `data_flags`)."""
     kinds = {" --full-data": "{epochs} more epoch(s) of the same data (`train-qa --full-data --init-from`)",
              " --answerability-stage": "a stage on the SQuAD 2.0 files' real unanswerable questions (`train-qa --answerability-stage`)",
              " --answerability-stage --more-negatives": "a stage that adds the 13 more SQuAD 2.0 dev articles' 1,964 real "
