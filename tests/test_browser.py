@@ -32,6 +32,15 @@ Y_TICKS = """(selector) => [...document.querySelectorAll(
   `${selector} svg g.role-axis[aria-label^="Y-axis"] g.role-axis-label text`)].map((label) => Number(label.textContent.replace(/,/g, "")))"""
 
 
+def drawn(page, expression: str, arg=None):
+    """`expression`'s value once the chart holds what it reads (not null, not an empty list): vega redraws a chart as
+    each of a run's updates lands, and a CI run read one mid-redraw (its title not there yet)."""
+    return page.wait_for_function(
+        f"""(arg) => {{ const value = ({expression})(arg);
+              return value === null || value === undefined || (Array.isArray(value) && !value.length) ? null : [value]; }}""",
+        arg=arg, timeout=30_000).json_value()[0]
+
+
 def marks(page, selector: str, variants: int) -> dict[str, int]:
     """The marks drawn once `variants` variants have one (vega draws after the data arrives, and a streamed run's
     chart can lag its columns by a redraw: a CI run saw the baseline's bar alone), read in the same poll that saw
@@ -91,7 +100,7 @@ def test_qa_tab_fills_every_ready_column_and_the_charts(page, tmp_path):
     points = marks(page, "#qa-runs", variants=2)  # the visitor's history: one marker each after the first run
     assert points == {"baseline": 1, "optimized": 1, "pruned": 0, "pruned-optimized": 0}, points
     for chart in ("#qa-bars", "#qa-runs"):  # latency from 0: an axis cut above zero would inflate the gaps
-        ticks = page.evaluate(Y_TICKS, chart)
+        ticks = drawn(page, Y_TICKS, chart)
         assert ticks and min(ticks) == 0, (chart, ticks)
     page.screenshot(path=str(tmp_path / "qa.png"), full_page=True)
     table = "() => document.querySelector('#qa-run-table textarea').value"  # the run to paste elsewhere
@@ -158,6 +167,7 @@ X_LABELS_OVERLAP = """(selector) => {
       return {name: label.textContent, corners: [[b.x, b.y], [b.x + b.width, b.y], [b.x + b.width, b.y + b.height],
         [b.x, b.y + b.height]].map(([x, y]) => [m.a * x + m.c * y + m.e, m.b * x + m.d * y + m.f])};
   });
+  if (!boxes.length) return null;  // not drawn yet
   const overlapping = [];
   for (let i = 0; i + 1 < boxes.length; i++) {
     const [a, b] = [boxes[i].corners, boxes[i + 1].corners];
@@ -181,7 +191,7 @@ def test_a_phone_reads_every_variant_s_name_under_the_bars(browser, app_url):
         phone.get_by_role("button", name="Answer with every variant").click()
         phone.get_by_text("vs baseline").first.wait_for(timeout=60_000)
         marks(phone, "#qa-bars", variants=2)
-        assert phone.evaluate(X_LABELS_OVERLAP, "#qa-bars") == [4, []]
+        assert drawn(phone, X_LABELS_OVERLAP, "#qa-bars") == [4, []]
     finally:
         phone.close()
 
@@ -195,11 +205,12 @@ def test_generation_tab_streams_text_in_each_column(page):
     assert page.get_by_text("tokens/s").count() == 2
     # issue 49: the bars compare time per decoded token, as the columns' decoding speedup does, not total times
     assert marks(page, "#generation-bars", variants=2) == {"baseline": 1, "optimized": 1, "pruned": 0, "pruned-optimized": 0}
-    axis = page.evaluate("""() => document.querySelector('#generation-bars svg g.role-axis[aria-label^="Y-axis"]').getAttribute('aria-label')""")
+    axis = drawn(page, """() => document.querySelector('#generation-bars svg g.role-axis[aria-label^="Y-axis"]')?.getAttribute('aria-label')""")
     assert "ms per token (lower is better)" in axis, axis
     for chart in ("#generation-bars", "#generation-runs"):  # each title whole inside its chart (260 px had cut it)
-        gap = page.evaluate("""(selector) => { const svg = document.querySelector(`${selector} svg`);
-          return svg.querySelector('g.role-title text').getBoundingClientRect().top - svg.getBoundingClientRect().top; }""", chart)
+        gap = drawn(page, """(selector) => { const svg = document.querySelector(`${selector} svg`);
+          const title = svg?.querySelector('g.role-title text');
+          return title ? title.getBoundingClientRect().top - svg.getBoundingClientRect().top : null; }""", chart)
         assert gap >= 0, (chart, gap)
     table = "() => document.querySelector('#generation-run-table textarea').value"
     page.wait_for_function(f"() => ({table})().includes('| optimized |')", timeout=30_000)
@@ -278,7 +289,7 @@ def test_your_data_tab_scores_an_upload_with_progress_table_chart_and_download(p
     upload = tmp_path / "mine.csv"
     upload.write_text("\n".join(rows) + "\n")
     page.get_by_role("tab", name="Your data").click()
-    headers = page.evaluate("() => [...document.querySelectorAll('#your-data-summary th')].map((c) => c.textContent.trim())")
+    headers = drawn(page, "() => [...document.querySelectorAll('#your-data-summary th')].map((c) => c.textContent.trim())")
     assert any(h.startswith("variant") for h in headers) and "1" not in headers, headers  # it showed 1 | 2 | 3
     page.get_by_role("button", name="Score every variant on my data").click()  # nothing uploaded, nothing pasted
     page.get_by_text("Nothing to score yet").first.wait_for(timeout=30_000)  # it said "The file is empty"
@@ -289,10 +300,10 @@ def test_your_data_tab_scores_an_upload_with_progress_table_chart_and_download(p
     text = page.evaluate(markdown)
     assert "| baseline | 6 |" in text and "| pruned | 0 | Unknown variant 'pruned'" in text, text  # not in the tiny preset
     assert "6 questions, tiny-qa, scored" in text, text  # which model scored them (the tab has no picker)
-    cells = page.evaluate("() => [...document.querySelectorAll('#your-data-summary td')].map((c) => c.textContent.trim())")
+    cells = drawn(page, "() => [...document.querySelectorAll('#your-data-summary td')].map((c) => c.textContent.trim())")
     assert set(cells) & set(VARIANT_COLORS), cells  # the table is drawn (gradio renders its rows virtually)
     page.screenshot(path=str(tmp_path / "your-data.png"), full_page=True)
-    labels = page.evaluate("() => [...document.querySelectorAll('#your-data-f1 svg text')].map((t) => t.textContent)")
+    labels = drawn(page, "() => [...document.querySelectorAll('#your-data-f1 svg text')].map((t) => t.textContent)")
     assert "baseline" in labels and "optimized" in labels, labels  # a bar per variant that answered (F1 may be 0)
     with page.expect_download() as download:
         page.locator("#your-data-csv a").first.click()
