@@ -29,6 +29,19 @@ def repo_env(**extra) -> dict:
 QA_PRUNED_WEIGHTS = REPO_ROOT / "weights" / "qa-minilm-squad2-pruned"
 
 
+# How far the app's model time may stray from the same call in-process, either way. Idle, the QA variants read 0.89-1.17
+# (docs/measurements.md, "app_timing") and 0.99-1.07 (forty-first session); CI read the shortest model at 1.16 and 1.22,
+# and one clean clone, on a slow patch of the shared host (its whole phase ran 20-40 % slower), read it at 1.18, 1.23 and
+# 1.22 in its three samples. The slowdown this guards against, the app's own thread settings, read 1.3-1.6x in every
+# sample: 25 % lies between the two.
+APP_BOUND = 1.25
+
+
+def off_bound(sample: dict[str, float]) -> list[str]:
+    """The variants whose app / in-process ratio in `sample` lies outside APP_BOUND."""
+    return [variant for variant, ratio in sample.items() if not 1 / APP_BOUND <= ratio <= APP_BOUND]
+
+
 def until_a_sample_passes(measure, passes, tries: int = 3) -> list:
     """Timing samples through the app: `measure(None)`, then `measure(previous sample)` while the last one
     misses, up to `tries`. One sample moves with the machine's load; a real slowdown misses in every one."""
@@ -449,7 +462,7 @@ def test_a_character_split_across_tokens_never_shows_half_written(in_process_sho
 
 @pytest.mark.parametrize("tokens,windows", [(384, 1), (550, 2)])
 def test_the_app_times_every_qa_variant_as_in_process(app_client, free_port_module, tokens, windows):
-    """Issue 47: through `python app.py`, each variant's `latency_ms.model` is within 15 % of the same
+    """Issue 47: through `python app.py`, each variant's `latency_ms.model` is within APP_BOUND of the same
     call in a fresh process under the same 70 ms idle gap, the app's client kept off the app's cores;
     the median of 21 paired ratios (the app's PyTorch variants had run 1.3-1.6x their in-process time).
     The in-process side runs in its own process: in this one, earlier tests' threads and settings
@@ -467,13 +480,10 @@ def test_the_app_times_every_qa_variant_as_in_process(app_client, free_port_modu
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads(done.stdout.strip().splitlines()[-1])
 
-    def missed(sample: dict[str, float]) -> list[str]:
-        return [variant for variant, ratio in sample.items() if not 1 / 1.15 <= ratio <= 1.15]
-
-    samples = until_a_sample_passes(lambda previous: ratios(*missed(previous)) if previous else ratios(),
-                                    lambda sample: not missed(sample))
+    samples = until_a_sample_passes(lambda previous: ratios(*off_bound(previous)) if previous else ratios(),
+                                    lambda sample: not off_bound(sample))
     assert len(samples[0]) == 4, samples
-    assert not missed(samples[-1]), (windows, samples)
+    assert not off_bound(samples[-1]), (windows, samples)
 
 
 def test_the_app_decodes_every_generation_variant_as_fast_as_in_process(app_client, free_port_module, in_process_showdown):
@@ -484,18 +494,15 @@ def test_the_app_decodes_every_generation_variant_as_fast_as_in_process(app_clie
 
     showdown, prompt = in_process_showdown, "Explain in a few sentences why the sky is blue."
 
-    def missed(sample: dict[str, float]) -> list[str]:
-        return [variant for variant, ratio in sample.items() if not 1 / 1.15 <= ratio <= 1.15]
-
     with httpx.Client(base_url=f"http://127.0.0.1:{free_port_module}/", timeout=120) as http:
         def ratios(previous: dict | None) -> dict[str, float]:
             """One sample of 9 pairs (5 left the median pair to noise: docs/measurements.md, "app_timing"); a retry
             measures again only the variants the last sample missed, as the QA twin above does."""
-            variants = missed(previous) if previous else ("baseline", "optimized", "pruned", "pruned-optimized")
+            variants = off_bound(previous) if previous else ("baseline", "optimized", "pruned", "pruned-optimized")
             calls = {variant: (lambda v=variant: showdown.generate(prompt, v, 32),
                                lambda v=variant: http_api_call(http, "generate", [prompt, v, 32])) for variant in variants}
             sides = app_against_in_process(calls, lambda result: 1e3 / result["decode_tokens_per_s"], SideBySideConfig())
             return {variant: round(side.ratio, 3) for variant, side in sides.items()}
 
-        samples = until_a_sample_passes(ratios, lambda sample: not missed(sample))
-    assert len(samples[0]) == 4 and not missed(samples[-1]), samples
+        samples = until_a_sample_passes(ratios, lambda sample: not off_bound(sample))
+    assert len(samples[0]) == 4 and not off_bound(samples[-1]), samples
