@@ -33,8 +33,9 @@ Y_TICKS = """(selector) => [...document.querySelectorAll(
 
 
 def drawn(page, expression: str, arg=None):
-    """`expression`'s value once the chart holds what it reads (not null, not an empty list): vega redraws a chart as
-    each of a run's updates lands, and a CI run read one mid-redraw (its title not there yet)."""
+    """`expression`'s value once the page holds what it reads (not null, not an empty list): vega redraws a chart as
+    each of a run's updates lands (a CI run read one mid-redraw, its title not there yet), and a tab's tables mount
+    after the tab is shown."""
     return page.wait_for_function(
         f"""(arg) => {{ const value = ({expression})(arg);
               return value === null || value === undefined || (Array.isArray(value) && !value.length) ? null : [value]; }}""",
