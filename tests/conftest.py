@@ -50,6 +50,21 @@ def _shutdown_without_join(self) -> None:
 Client.__del__ = _shutdown_without_join
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed browser test's report carries its page's journal (tests/test_browser.py keep_journal) and the
+    messages the page shows now."""
+    report = (yield).get_result()
+    page = item.funcargs.get("page") if hasattr(item, "funcargs") else None
+    if report.when != "call" or not report.failed or not hasattr(page, "journal"):
+        return
+    try:
+        toasts = page.evaluate("() => [...document.querySelectorAll('[data-testid=toast-body]')].map((t) => t.innerText)")
+    except Exception as error:  # noqa: BLE001 - the page may be gone with the failure
+        toasts = [f"(unreadable: {error})"]
+    report.sections.append(("page journal", "\n".join([*page.journal[-80:], f"messages shown now: {toasts}"])))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def isolated_artifacts(tmp_path_factory) -> Path:
     """Tests never touch the repo's artifacts/ unless a test asks for the real defaults."""

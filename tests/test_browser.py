@@ -1,5 +1,6 @@
 """The UI in a real headless Chromium: type, click, read every column, read the charts' pixels."""
 import shutil
+import time
 
 import pytest
 
@@ -63,9 +64,25 @@ def browser():
         browser.close()
 
 
+def keep_journal(page):
+    """What the page did besides drawing, kept for the report of a test that fails on it (conftest prints it): a CI
+    run waited 30 s for an error's message after two clicks on a shared page, and its output could not say whether
+    the click reached the server, the page lost its connection and reloaded, or the script threw."""
+    page.journal = []
+    note = lambda line: page.journal.append(f"{time.strftime('%H:%M:%S')} {line}")  # noqa: E731
+    page.on("console", lambda message: message.type in ("error", "warning") and not message.text.startswith("WARN ")
+            and note(f"console {message.type}: {message.text}"))  # vega's "WARN" lines are about its specs
+    page.on("pageerror", lambda error: note(f"page error: {error}"))
+    page.on("request", lambda request: "/queue/" in request.url and note(f"{request.method} {request.url}"))
+    page.on("requestfailed", lambda request: note(f"failed {request.url}: {request.failure}"))
+    page.on("response", lambda response: response.status >= 400 and note(f"{response.status} {response.url}"))
+    page.on("framenavigated", lambda frame: frame == page.main_frame and note(f"loaded {frame.url}"))
+    return page
+
+
 @pytest.fixture(scope="module")
 def page(browser, app_url):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page = keep_journal(browser.new_page(viewport={"width": 1400, "height": 1000}))
     page.goto(app_url)
     yield page
     page.close()
