@@ -159,6 +159,30 @@ def test_empty_question_shows_a_message_not_a_trace(page):
     expect(page.get_by_text("vs baseline")).to_have_count(0, timeout=30_000)
 
 
+def test_a_refresh_lost_in_transit_neither_drops_a_click_nor_reloads_the_page(browser, app_url):
+    """gradio's page took one failed request for a lost server: an aborted status refresh, and the next click went
+    nowhere, then the page reloaded and the visitor's answers were gone (ui/page.py sends such a call again)."""
+    page = keep_journal(browser.new_page(viewport={"width": 1400, "height": 1000}))
+    try:
+        page.goto(app_url)
+        page.get_by_label("Question").wait_for()
+        page.evaluate("() => { window.sameDocument = true; }")  # gone if the page reloads
+        refreshes = []
+        def lose_the_first(route):  # noqa: E306 - the status line's refresh, every 3 s, is the first queue-free call
+            refreshes.append(route.request.url)
+            route.abort() if len(refreshes) == 1 else route.continue_()
+        page.route("**/gradio_api/run/predict*", lose_the_first)
+        with page.expect_request_finished(lambda request: "/run/predict" in request.url, timeout=30_000):
+            pass  # the call sent again after the lost one, answered
+        page.get_by_label("Question").fill("")
+        page.get_by_role("button", name="Answer with every variant").click()
+        page.get_by_text("Please enter a question").first.wait_for(timeout=30_000)
+        assert len(refreshes) >= 2 and page.evaluate("() => window.sameDocument === true"), page.journal
+        assert not [line for line in page.journal if " loaded " in line][1:], page.journal
+    finally:
+        page.close()
+
+
 def test_each_task_s_button_is_in_view_of_a_small_embed_and_enter_in_the_question_answers(browser, app_url):
     """In an 800x600 iframe the buttons sat under the options, past the fold: a visitor saw no way to run it."""
     small = browser.new_page(viewport={"width": 800, "height": 600})

@@ -29,7 +29,27 @@ def page_theme() -> gr.themes.Base:
 # overflow menu is a button with an icon and no name. The script takes the hidden copies out of the Tab order and
 # names the menu, again whenever gradio re-renders them (a MutationObserver: no animation frames, see
 # tests/test_browser.py's idle-page test).
+# gradio 6.17.3's page also takes one request that fails in transit for a lost server: it drops every click for two
+# seconds, then reloads, and the visitor's answers, charts and runs are gone. The status line's refresh is such a
+# request every 3 seconds (app.py). The script sends a failed queue-free call (the refresh, the charts' and the
+# button's follow-ups: each only reads or redraws) twice more before the page sees the failure; a queued run is not
+# re-sent, since the server may have started it.
 PAGE_HEAD = """<script>
+(() => {
+  const send = window.fetch.bind(window);
+  window.fetch = async (input, init) => {
+    const url = typeof input === "string" ? input : String(input?.url ?? input);
+    if ((init?.method ?? "GET").toUpperCase() !== "POST" || !url.includes("/run/predict")) return send(input, init);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await send(input, init);
+      } catch (error) {
+        if (attempt === 3) throw error;
+        await new Promise((resume) => setTimeout(resume, 300 * attempt));
+      }
+    }
+  };
+})();
 (() => {
   const mend = () => {
     document.querySelectorAll(".tab-container.visually-hidden button").forEach((button) => {
