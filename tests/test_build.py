@@ -393,6 +393,32 @@ def test_a_ladder_record_for_other_source_weights_is_not_used_and_says_how_to_re
     assert "other source weights" in caplog.text and "--full-ladder" in caplog.text
 
 
+def test_a_ladder_record_from_another_onnx_runtime_is_not_used(tmp_path, monkeypatch, caplog):
+    """A rung rejected under one ONNX Runtime's INT8 kernels may pass under another's: a record from another version
+    (or one that names none) is not used, and the build says why; the next record names this version."""
+    import json
+
+    import onnxruntime
+
+    from models.catalog import PRESETS
+    from optimize.quantize import ladder_record
+
+    record = tmp_path / "ladder_record.json"
+    monkeypatch.setattr(ladder_record, "RECORD", record)
+    preset = PRESETS[0].name
+    ladder_record.record(preset, "optimized", "sha", [{"recipe": {"quantize": True}, "missed": "F1 2.0 below"}], "a CPU")
+    assert ladder_record.known_rejections(preset, "optimized", "sha")
+    [entry] = json.loads(record.read_text()).values()
+    assert entry["onnxruntime"] == onnxruntime.__version__
+    for other in ("0.9.0", None):
+        entries = {key: {k: v for k, v in {**value, "onnxruntime": other}.items() if v is not None}
+                   for key, value in json.loads(record.read_text()).items()}
+        record.write_text(json.dumps(entries))
+        with caplog.at_level("WARNING", logger="optimize.quantize.ladder_record"):
+            assert ladder_record.known_rejections(preset, "optimized", "sha") == {}
+        assert f"ONNX Runtime {other or '(unnamed)'}, this is {onnxruntime.__version__}" in caplog.text
+
+
 def test_a_committed_reference_measurement_is_read_instead_of_measuring_the_source(tiny_qa_dir, tmp_path, monkeypatch):
     """The defaults' source-side measures ship in optimize/evaluate/reference_record/ under the
     source's fingerprint: found there, the source is not loaded or measured; another source is."""

@@ -3,8 +3,9 @@ The built-in presets' record is committed with the project (a fresh machine's fi
 those minutes: issue 29); a user preset's lives with its artifacts.
 
 A recorded rejection is reused only for the same preset and variant, the same source weights
-(sha256), the same recipe, the same instruction-set class of CPU (the INT8 kernels differ by it) and
-the same gated sets (`gated_on`: a rejection decided on other data decides nothing now).
+(sha256), the same recipe, the same instruction-set class of CPU and the same ONNX Runtime version
+(the INT8 kernels differ by both) and the same gated sets (`gated_on`: a rejection decided on other
+data decides nothing now).
 The manifest lists it with its recorded measures and says it was not re-measured. `build
 --full-ladder` measures every rung again and rewrites the record.
 """
@@ -14,6 +15,8 @@ import json
 import logging
 from datetime import date
 from pathlib import Path
+
+import onnxruntime
 
 from models.machine import isa
 from models.manifest import write_atomically
@@ -40,6 +43,10 @@ def known_rejections(preset_name: str, variant_name: str, source_sha256: str, ga
         log.warning("%s: the ladder record was gated on other data (%s), so every rung is measured",
                     _key(preset_name, variant_name), entry.get("gated_on", "the QA test articles"))
         return {}
+    if entry.get("onnxruntime") != onnxruntime.__version__:  # its kernels decided those gates
+        log.warning("%s: the ladder record was measured with ONNX Runtime %s, this is %s, so every rung is measured",
+                    _key(preset_name, variant_name), entry.get("onnxruntime", "(unnamed)"), onnxruntime.__version__)
+        return {}
     if entry["source_sha256"] != source_sha256:  # the source was retrained after the record
         log.warning("%s: the ladder record for this CPU class (%s) is for other source weights, so every rung "
                     "is measured; `python -m optimize build --full-ladder` refreshes it", _key(preset_name, variant_name),
@@ -54,6 +61,7 @@ def record(preset_name: str, variant_name: str, source_sha256: str, rejected: li
     path = record_path(preset_name, RECORD, "ladder-record.json")
     entries = _read(path)
     entries[_key(preset_name, variant_name)] = {"source_sha256": source_sha256, "measured": f"{date.today()}, {cpu} ({isa()})",
+                                                "onnxruntime": onnxruntime.__version__,
                                                 **({"gated_on": gated_on} if gated_on else {}),
                                                 "rejected": [r for r in rejected if "recorded" not in r]}
     write_atomically(path, json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
@@ -67,7 +75,8 @@ def add(preset_name: str, variant_name: str, source_sha256: str, rejected: list[
     path = record_path(preset_name, RECORD, "ladder-record.json")
     entries = _read(path)
     entry = entries.get(_key(preset_name, variant_name))
-    if not entry or entry["source_sha256"] != source_sha256 or entry.get("gated_on") != gated_on:
+    if (not entry or entry["source_sha256"] != source_sha256 or entry.get("gated_on") != gated_on
+            or entry.get("onnxruntime") != onnxruntime.__version__):
         record(preset_name, variant_name, source_sha256, rejected, cpu, gated_on)
         return
     new = {canonical(r["recipe"]): {**r, "measured": f"{date.today()}, {cpu} ({isa()})"} for r in rejected if "recorded" not in r}
