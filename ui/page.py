@@ -30,10 +30,10 @@ def page_theme() -> gr.themes.Base:
 # names the menu, again whenever gradio re-renders them (a MutationObserver: no animation frames, see
 # tests/test_browser.py's idle-page test).
 # gradio 6.17.3's page also takes one request that fails in transit for a lost server: it drops every click for two
-# seconds, then reloads, and the visitor's answers, charts and runs are gone. The status line's refresh is such a
-# request every 3 seconds (app.py). The script sends a failed queue-free call (the refresh, the charts' and the
-# button's follow-ups: each only reads or redraws) twice more before the page sees the failure; a queued run is not
-# re-sent, since the server may have started it.
+# seconds, then reloads, and the visitor's answers, charts and runs are gone. The status line's refresh (app.py's
+# timer) sends such a request all the time the page is open. The script sends a failed queue-free call (the refresh,
+# the charts' and the button's follow-ups: each only reads or redraws) twice more before the page sees the failure;
+# a queued run is not re-sent, since the server may have started it.
 PAGE_HEAD = """<script>
 (() => {
   const send = window.fetch.bind(window);
