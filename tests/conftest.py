@@ -52,17 +52,21 @@ Client.__del__ = _shutdown_without_join
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A failed browser test's report carries its page's journal (tests/test_browser.py keep_journal) and the
-    messages the page shows now."""
+    """A failed browser test's report carries its pages' journals (tests/test_browser.py keep_journal) and the
+    messages each page shows now."""
     report = (yield).get_result()
-    page = item.funcargs.get("page") if hasattr(item, "funcargs") else None
-    if report.when != "call" or not report.failed or not hasattr(page, "journal"):
+    if report.when != "call" or not report.failed:
         return
-    try:
-        toasts = page.evaluate("() => [...document.querySelectorAll('[data-testid=toast-body]')].map((t) => t.innerText)")
-    except Exception as error:  # noqa: BLE001 - the page may be gone with the failure
-        toasts = [f"(unreadable: {error})"]
-    report.sections.append(("page journal", "\n".join([*page.journal[-80:], f"messages shown now: {toasts}"])))
+    shared = getattr(item, "funcargs", {}).get("page")
+    pages = [page for page in (shared, *getattr(item, "journaled_pages", [])) if hasattr(page, "journal")]
+    for number, page in enumerate(pages, 1):
+        try:
+            toasts = "(the page is closed)" if page.is_closed() else page.evaluate(
+                "() => [...document.querySelectorAll('[data-testid=toast-body]')].map((t) => t.innerText)")
+        except Exception as error:  # noqa: BLE001 - a page broken with the failure
+            toasts = f"(unreadable: {error})"
+        report.sections.append((f"page journal {number} of {len(pages)}",
+                                "\n".join([*page.journal[-80:], f"messages shown now: {toasts}"])))
 
 
 @pytest.fixture(scope="session", autouse=True)

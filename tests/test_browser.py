@@ -80,6 +80,16 @@ def keep_journal(page):
     return page
 
 
+@pytest.fixture()
+def new_page(browser, request):
+    """`browser.new_page` for one test, journaled: a failure prints each of its pages' journals."""
+    def open_page(**options):
+        page = keep_journal(browser.new_page(**options))
+        request.node.journaled_pages = [*getattr(request.node, "journaled_pages", []), page]
+        return page
+    return open_page
+
+
 @pytest.fixture(scope="module")
 def page(browser, app_url):
     page = keep_journal(browser.new_page(viewport={"width": 1400, "height": 1000}))
@@ -159,10 +169,10 @@ def test_empty_question_shows_a_message_not_a_trace(page):
     expect(page.get_by_text("vs baseline")).to_have_count(0, timeout=30_000)
 
 
-def test_a_refresh_lost_in_transit_neither_drops_a_click_nor_reloads_the_page(browser, app_url):
+def test_a_refresh_lost_in_transit_neither_drops_a_click_nor_reloads_the_page(new_page, app_url):
     """gradio's page took one failed request for a lost server: an aborted status refresh, and the next click went
     nowhere, then the page reloaded and the visitor's answers were gone (ui/page.py sends such a call again)."""
-    page = keep_journal(browser.new_page(viewport={"width": 1400, "height": 1000}))
+    page = new_page(viewport={"width": 1400, "height": 1000})
     try:
         page.goto(app_url)
         page.get_by_label("Question").wait_for()
@@ -183,9 +193,9 @@ def test_a_refresh_lost_in_transit_neither_drops_a_click_nor_reloads_the_page(br
         page.close()
 
 
-def test_each_task_s_button_is_in_view_of_a_small_embed_and_enter_in_the_question_answers(browser, app_url):
+def test_each_task_s_button_is_in_view_of_a_small_embed_and_enter_in_the_question_answers(new_page, app_url):
     """In an 800x600 iframe the buttons sat under the options, past the fold: a visitor saw no way to run it."""
-    small = browser.new_page(viewport={"width": 800, "height": 600})
+    small = new_page(viewport={"width": 800, "height": 600})
     try:
         small.goto(app_url)
         for tab, button in (("Question answering", "Answer with every variant"),
@@ -225,9 +235,9 @@ X_LABELS_OVERLAP = """(selector) => {
 }"""
 
 
-def test_a_phone_reads_every_variant_s_name_under_the_bars(browser, app_url):
+def test_a_phone_reads_every_variant_s_name_under_the_bars(new_page, app_url):
     """At 390 px the level names ran into each other ("pruned" into "pruned-optimized")."""
-    phone = browser.new_page(viewport={"width": 390, "height": 844})
+    phone = new_page(viewport={"width": 390, "height": 844})
     try:
         phone.goto(app_url)
         phone.get_by_role("button", name="Answer with every variant").click()
@@ -367,7 +377,7 @@ def test_your_data_tab_scores_an_upload_with_progress_table_chart_and_download(p
     assert page.get_by_text("Traceback").count() == 0
 
 
-def test_a_line_above_the_tabs_names_each_building_variant_and_goes_once_built(browser, built_presets):
+def test_a_line_above_the_tabs_names_each_building_variant_and_goes_once_built(new_page, built_presets):
     """A first start shows the build's progress above the tabs (the Variant status panel stays shut, as it is
     never updated from the server: app.py says why); a visitor who comes once every variant is built sees no line."""
     from playwright.sync_api import expect
@@ -378,7 +388,7 @@ def test_a_line_above_the_tabs_names_each_building_variant_and_goes_once_built(b
     showdown = Showdown(presets=dict(built_presets))
     showdown.mark_building("qa", "optimized", "exporting baseline to ONNX")
     with serve_app(showdown) as url:
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page = new_page(viewport={"width": 1400, "height": 1000})
         page.goto(url)
         line = page.locator("#building")
         expect(line).to_contain_text("Building 1 variant on this machine", timeout=30_000)
@@ -399,7 +409,7 @@ ANIMATION_FRAMES = """() => new Promise((done) => {
 })"""
 
 
-def test_an_idle_page_asks_for_no_animation_frames_on_any_tab(browser, app_url):
+def test_an_idle_page_asks_for_no_animation_frames_on_any_tab(new_page, app_url):
     """An open page must not take the cores from the models it times (a visitor's browser often runs on them).
     Gradio 6.17.3 still starts the loop now and then on its own (1 of 36 page visits, measured); the page that
     started it on every visit fails here, at most one looping visit of three passes."""
@@ -416,7 +426,7 @@ def test_an_idle_page_asks_for_no_animation_frames_on_any_tab(browser, app_url):
 
     looping = []
     for _ in range(3):
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page = new_page(viewport={"width": 1400, "height": 1000})
         with page.expect_response(status_refresh, timeout=30_000):  # the page's first update after it mounted
             page.goto(app_url)
             page.get_by_role("button", name="Answer with every variant").wait_for(timeout=30_000)
@@ -486,11 +496,11 @@ def axe_violations(page) -> list[str]:
 
 
 @pytest.mark.parametrize("width,height,scheme", [(1400, 1000, "light"), (390, 844, "light"), (1400, 1000, "dark")])
-def test_axe_core_finds_nothing_in_the_page_s_own_content_on_any_tab(browser, app_url, width, height, scheme):
+def test_axe_core_finds_nothing_in_the_page_s_own_content_on_any_tab(new_page, app_url, width, height, scheme):
     """An audit found headings that skipped a level, hint texts, tab names and button labels under 4.5:1
     contrast (dark mode's buttons and links too), a chart without alt text and a wide table a keyboard could not
     scroll on a phone."""
-    page = browser.new_page(viewport={"width": width, "height": height}, color_scheme=scheme)
+    page = new_page(viewport={"width": width, "height": height}, color_scheme=scheme)
     try:
         page.goto(app_url + f"?__theme={scheme}")
         page.get_by_role("tab", name="Question answering").wait_for()  # the selected one: a phone shows it alone
@@ -514,11 +524,11 @@ def test_axe_core_finds_nothing_in_the_page_s_own_content_on_any_tab(browser, ap
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_the_keyboard_s_place_shows_on_every_control(browser, app_url, scheme):
+def test_the_keyboard_s_place_shows_on_every_control(new_page, app_url, scheme):
     """WCAG 2.4.7: a checkbox reached by Tab showed no ring at all, a text box a faint one; and the first Tab
     presses landed on gradio's hidden copy of the tab bar. The ring must stand out in dark mode too."""
     wanted = ("Question", "baseline", "Answer with every variant")
-    page = browser.new_page(viewport={"width": 1400, "height": 1000}, color_scheme=scheme)
+    page = new_page(viewport={"width": 1400, "height": 1000}, color_scheme=scheme)
     try:
         page.goto(app_url + f"?__theme={scheme}")
         # On busy cores gradio mounts the tab's controls after its tab bar: Tab presses then skip those not yet
