@@ -80,14 +80,16 @@ def keep_journal(page):
     return page
 
 
+def journaled(request, page):
+    """`page`, journaled for the test `request` serves: its failure prints each of its pages' journals (conftest)."""
+    request.node.journaled_pages = [*getattr(request.node, "journaled_pages", []), keep_journal(page)]
+    return page
+
+
 @pytest.fixture()
 def new_page(browser, request):
-    """`browser.new_page` for one test, journaled: a failure prints each of its pages' journals."""
-    def open_page(**options):
-        page = keep_journal(browser.new_page(**options))
-        request.node.journaled_pages = [*getattr(request.node, "journaled_pages", []), page]
-        return page
-    return open_page
+    """`browser.new_page` for one test, journaled."""
+    return lambda **options: journaled(request, browser.new_page(**options))
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from gradio_client import Client
 
 from models.measure_here import MeasureHere
 from models.reports import machine_label
-from tests.test_browser import ARGS, CHROMIUM
+from tests.test_browser import ARGS, CHROMIUM, journaled
 
 RELEASE = threading.Event()  # the tiny measurement holds its result until the test has asked twice
 
@@ -52,7 +52,7 @@ def _until(condition, deadline_s: float = 120.0):
     return value
 
 
-def test_measure_on_this_machine_shows_progress_lets_a_second_visitor_follow_then_a_labelled_result(client, served):
+def test_measure_on_this_machine_shows_progress_lets_a_second_visitor_follow_then_a_labelled_result(client, served, request):
     first = client.submit(api_name="/measure_here")
     _until(lambda: any("timed; finishing" in output for output in first.outputs()))
     assert any(output.startswith("⏳ Measuring on this machine") for output in first.outputs())
@@ -72,7 +72,7 @@ def test_measure_on_this_machine_shows_progress_lets_a_second_visitor_follow_the
 
     with sync_playwright() as playwright:  # a page opened after the run shows its result (it said "not measured yet")
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page = journaled(request, browser.new_page(viewport={"width": 1400, "height": 1000}))
         page.goto(served)
         page.get_by_role("tab", name="Benchmarks").click()
         page.get_by_role("button", name="Against alternatives").click()

@@ -88,7 +88,7 @@ def test_a_replica_count_no_cluster_can_serve_is_one_line(monkeypatch, capsys):
         assert stopped.value.code == 2 and message in capsys.readouterr().err
 
 
-def test_the_page_s_buttons_answer_through_the_replicas(ray_url):
+def test_the_page_s_buttons_answer_through_the_replicas(ray_url, request):
     """The QA and generation buttons ran the models, then failed: the tabs name the model they ran
     (`showdown.preset`), which the ingress's stand-in for a Showdown lacked. A real browser clicks both."""
     import shutil
@@ -98,9 +98,11 @@ def test_the_page_s_buttons_answer_through_the_replicas(ray_url):
         pytest.skip("Debian chromium is not installed (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
+    from tests.test_browser import journaled
+
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page = journaled(request, browser.new_page(viewport={"width": 1400, "height": 1000}))
         page.goto(ray_url)
         page.get_by_role("button", name="Answer with every variant").click()
         page.wait_for_function("() => document.querySelector('#qa-run-table textarea').value.includes('| baseline |')",
