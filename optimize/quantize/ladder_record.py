@@ -34,23 +34,26 @@ def _read(path: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def _why_not_this_run(entry: dict, source_sha256: str, gated_on: str | None) -> str | None:
+    """Why a record entry does not hold for this build (other gated sets, ONNX Runtime or source weights), or None."""
+    if entry.get("gated_on") != gated_on:
+        return f"was gated on other data ({entry.get('gated_on', 'the QA test articles')}), so every rung is measured"
+    if entry.get("onnxruntime") != onnxruntime.__version__:  # its kernels decided those gates
+        return (f"was measured with ONNX Runtime {entry.get('onnxruntime', '(unnamed)')}, this is "
+                f"{onnxruntime.__version__}, so every rung is measured")
+    if entry["source_sha256"] != source_sha256:  # the source was retrained after the record
+        return (f"for this CPU class ({entry['measured']}) is for other source weights, so every rung is measured; "
+                "`python -m optimize build --full-ladder` refreshes it")
+    return None
+
+
 def known_rejections(preset_name: str, variant_name: str, source_sha256: str, gated_on: str | None = None) -> dict[str, dict]:
     """Recorded rejected rungs for this source on this CPU class and these gated sets, by canonical recipe JSON."""
     entry = _read(record_path(preset_name, RECORD, "ladder-record.json")).get(_key(preset_name, variant_name))
     if not entry:
         return {}
-    if entry.get("gated_on") != gated_on:
-        log.warning("%s: the ladder record was gated on other data (%s), so every rung is measured",
-                    _key(preset_name, variant_name), entry.get("gated_on", "the QA test articles"))
-        return {}
-    if entry.get("onnxruntime") != onnxruntime.__version__:  # its kernels decided those gates
-        log.warning("%s: the ladder record was measured with ONNX Runtime %s, this is %s, so every rung is measured",
-                    _key(preset_name, variant_name), entry.get("onnxruntime", "(unnamed)"), onnxruntime.__version__)
-        return {}
-    if entry["source_sha256"] != source_sha256:  # the source was retrained after the record
-        log.warning("%s: the ladder record for this CPU class (%s) is for other source weights, so every rung "
-                    "is measured; `python -m optimize build --full-ladder` refreshes it", _key(preset_name, variant_name),
-                    entry["measured"])
+    if why := _why_not_this_run(entry, source_sha256, gated_on):
+        log.warning("%s: the ladder record %s", _key(preset_name, variant_name), why)
         return {}
     return {canonical(rejected["recipe"]): {**rejected, "recorded": rejected.get("measured", entry["measured"])}
             for rejected in entry["rejected"]}
@@ -75,8 +78,7 @@ def add(preset_name: str, variant_name: str, source_sha256: str, rejected: list[
     path = record_path(preset_name, RECORD, "ladder-record.json")
     entries = _read(path)
     entry = entries.get(_key(preset_name, variant_name))
-    if (not entry or entry["source_sha256"] != source_sha256 or entry.get("gated_on") != gated_on
-            or entry.get("onnxruntime") != onnxruntime.__version__):
+    if not entry or _why_not_this_run(entry, source_sha256, gated_on):
         record(preset_name, variant_name, source_sha256, rejected, cpu, gated_on)
         return
     new = {canonical(r["recipe"]): {**r, "measured": f"{date.today()}, {cpu} ({isa()})"} for r in rejected if "recorded" not in r}
