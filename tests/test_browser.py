@@ -415,7 +415,8 @@ ANIMATION_FRAMES = """() => new Promise((done) => {
 def test_an_idle_page_asks_for_no_animation_frames_on_any_tab(new_page, app_url):
     """An open page must not take the cores from the models it times (a visitor's browser often runs on them).
     Gradio 6.17.3 still starts the loop now and then on its own (1 of 36 page visits, measured); the page that
-    started it on every visit fails here, at most one looping visit of three passes."""
+    started it on every visit fails here, at most one looping visit of three passes (it stops once the third visit
+    cannot change that)."""
     import json
     import urllib.request
 
@@ -427,8 +428,8 @@ def test_an_idle_page_asks_for_no_animation_frames_on_any_tab(new_page, app_url)
     def status_refresh(response) -> bool:  # the status line's timer, answered
         return "/run/predict" in response.url and json.loads(response.request.post_data or "{}").get("fn_index") == refresh
 
-    looping = []
-    for _ in range(3):
+    looping, visits = [], 3
+    for visit in range(1, visits + 1):
         page = new_page(viewport={"width": 1400, "height": 1000})
         with page.expect_response(status_refresh, timeout=30_000):  # the page's first update after it mounted
             page.goto(app_url)
@@ -441,6 +442,8 @@ def test_an_idle_page_asks_for_no_animation_frames_on_any_tab(new_page, app_url)
         page.close()
         if max(frames.values()) >= 30:  # under one frame in two; the loop makes thousands
             looping.append(frames)
+        if len(looping) > 1 or len(looping) + visits - visit <= 1:  # decided either way
+            break
     assert len(looping) <= 1, looping
 
 
