@@ -27,7 +27,8 @@ from optimize.train.loop import epoch_features, fit, seed_everything
 from optimize.train.recover_qa import EncoderRecoveryConfig, distil_loss_fn
 
 TEACHER = REPO_ROOT / "weights" / "qa-minilm-squad2"  # B3, R3's teacher
-R3_PRIME = artifacts_root() / "candidates" / "qa-minilm-squad2-pruned-r3.partial"  # where R3's command keeps R3′
+# R3′: R3's command keeps it in <artifacts>/candidates/qa-minilm-squad2-pruned-r3.partial; committed here (the same files)
+R3_PRIME = REPO_ROOT / "weights" / "train-jobs" / "qa-minilm-squad2-pruned-r3prime"
 RECOVERY = EncoderRecoveryConfig(freeze_word_embeddings=True, attention_dropout=0.0)  # R3's student settings
 
 
@@ -76,7 +77,7 @@ def main(student_dir: Path, stop_after: int | None) -> dict:
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--student", type=Path, default=R3_PRIME, help="R3′'s kept model (default: where R3's command keeps it)")
+    parser.add_argument("--student", type=Path, default=R3_PRIME, help="R3′'s kept model (default: its committed copy)")
     parser.add_argument("--stop-after", type=int, metavar="STEPS")
     parser.add_argument("--save-compact", action="store_true", help="the running job's last checkpoint, committable")
     args = parser.parse_args()
