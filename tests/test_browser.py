@@ -412,6 +412,13 @@ ANIMATION_FRAMES = """() => new Promise((done) => {
 })"""
 
 
+def frames_in(page) -> int:
+    """A second's animation frames; a busy second is measured once more and the quieter one kept: a transition ends
+    (a clean clone on a loaded machine read 45 and 30 in the QA tab's first second after load), a loop does not."""
+    first = page.evaluate(ANIMATION_FRAMES)
+    return first if first < 30 else min(first, page.evaluate(ANIMATION_FRAMES))
+
+
 def test_an_idle_page_asks_for_no_animation_frames_on_any_tab(new_page, app_url):
     """An open page must not take the cores from the models it times (a visitor's browser often runs on them).
     Gradio 6.17.3 still starts the loop now and then on its own (1 of 36 page visits, measured); the page that
@@ -434,11 +441,11 @@ def test_an_idle_page_asks_for_no_animation_frames_on_any_tab(new_page, app_url)
         with page.expect_response(status_refresh, timeout=30_000):  # the page's first update after it mounted
             page.goto(app_url)
             page.get_by_role("button", name="Answer with every variant").wait_for(timeout=30_000)
-        frames = {"Question answering": page.evaluate(ANIMATION_FRAMES)}
+        frames = {"Question answering": frames_in(page)}
         for tab in ("Text generation", "Your data", "Benchmarks", "About"):
             page.get_by_role("tab", name=tab, exact=True).first.click()
             expect(page.get_by_role("tab", name=tab, exact=True).first).to_have_attribute("aria-selected", "true")
-            frames[tab] = page.evaluate(ANIMATION_FRAMES)
+            frames[tab] = frames_in(page)
         page.close()
         if max(frames.values()) >= 30:  # under one frame in two; the loop makes thousands
             looping.append(frames)
