@@ -1,32 +1,53 @@
-"""RULE-R7.md: the PyTorch fp32 speed of cuts of B3, side by side (untrained: a cut's speed does not depend on its
-weights). `PYTHONPATH=. python experiments/qa-pruned-recut/cut_speed.py` from the repository root."""
-import copy, time, statistics, torch
+"""RULE-R7.md: the PyTorch fp32 speed of cuts of B3, side by side. The cuts are made by the build's own
+`optimize.prune.encoder.prune` with uniform importance: a cut's speed does not depend on which heads it keeps.
+
+    PYTHONPATH=. python experiments/qa-pruned-recut/cut_speed.py
+"""
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+
+import torch
 from transformers import AutoModelForQuestionAnswering
-torch.set_num_threads(2)
-base = AutoModelForQuestionAnswering.from_pretrained("weights/qa-minilm-squad2", dtype=torch.float32).eval()
 
-def cut(heads, ffn):
-    m = copy.deepcopy(base)
-    if heads < 12:
-        m.prune_heads({i: list(range(heads, 12)) for i in range(6)})
-    for layer in m.bert.encoder.layer:
-        keep = torch.arange(ffn)
-        li, lo = layer.intermediate.dense, layer.output.dense
-        ni = torch.nn.Linear(384, ffn); ni.weight.data = li.weight.data[keep].clone(); ni.bias.data = li.bias.data[keep].clone()
-        no = torch.nn.Linear(ffn, 384); no.weight.data = lo.weight.data[:, keep].clone(); no.bias.data = lo.bias.data.clone()
-        layer.intermediate.dense, layer.output.dense = ni, no
-    return m.eval()
+from optimize.prune.encoder import PruneConfig, prune
 
-cuts = [(12, 1536), (4, 512), (5, 512), (6, 384), (5, 448), (6, 448), (4, 768), (6, 512), (6, 768), (8, 768)]
-models = {c: (base if c == (12, 1536) else cut(*c)) for c in cuts}
-for length in (384, 160):
-    ids = torch.randint(1000, 20000, (1, length)); mask = torch.ones_like(ids)
-    times = {c: [] for c in cuts}
+BASELINE = (12, 1536)  # B3: heads per layer, FFN neurons per layer
+CUTS = [BASELINE, (4, 512), (5, 512), (6, 384), (5, 448), (6, 448), (4, 768), (6, 512), (6, 768), (8, 768)]
+CALLS = 40
+
+
+def cut(baseline, heads_kept: int, ffn_kept: int):
+    layers = baseline.config.num_hidden_layers
+    head_importance = torch.ones(layers, baseline.config.num_attention_heads)
+    ffn_importance = torch.ones(layers, baseline.config.intermediate_size)
+    return prune(copy.deepcopy(baseline), head_importance, ffn_importance, PruneConfig(heads_kept, ffn_kept)).eval()
+
+
+def median_latency_ms(models: dict, tokens: int) -> dict:
+    """Calls interleaved across the cuts, so each sees the same machine state."""
+    input_ids = torch.randint(1000, 20000, (1, tokens))
+    inputs = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
+    latencies = {shape: [] for shape in models}
     with torch.inference_mode():
-        for c in cuts:
-            for _ in range(5): models[c](input_ids=ids, attention_mask=mask)
-        for rep in range(40):
-            for c in cuts:  # interleaved: side by side
-                t = time.perf_counter(); models[c](input_ids=ids, attention_mask=mask); times[c].append(time.perf_counter() - t)
-    b = statistics.median(times[(12, 1536)])
-    print(length, {f"{h}h/{f}": f"{statistics.median(times[(h, f)])*1000:.1f}ms {b/statistics.median(times[(h, f)]):.2f}x" for h, f in cuts}, flush=True)
+        for model in models.values():
+            for _ in range(5):
+                model(**inputs)
+        for _ in range(CALLS):
+            for shape, model in models.items():
+                start = time.perf_counter()
+                model(**inputs)
+                latencies[shape].append((time.perf_counter() - start) * 1000)
+    return {shape: statistics.median(values) for shape, values in latencies.items()}
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(2)
+    baseline = AutoModelForQuestionAnswering.from_pretrained("weights/qa-minilm-squad2", dtype=torch.float32).eval()
+    models = {shape: baseline if shape == BASELINE else cut(baseline, *shape) for shape in CUTS}
+    for tokens in (384, 160):
+        latency_ms = median_latency_ms(models, tokens)
+        print(tokens, {f"{heads}h/{ffn}": f"{latency_ms[(heads, ffn)]:.1f}ms {latency_ms[BASELINE] / latency_ms[(heads, ffn)]:.2f}x"
+                       for heads, ffn in CUTS}, flush=True)
